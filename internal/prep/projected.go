@@ -1,0 +1,129 @@
+// Package prep holds the CPU side of everything before rasterization:
+// per-splat projection for both render models (and its backward), SH colour,
+// bounding conics, tile binning, key sort and tile ranges (design.md §5,
+// steps 1–3 and 7). The same code serves the CPU engine and the host part of
+// the GPU engine's cpu-conic bin mode.
+package prep
+
+// Model selects the render model of design.md §4.
+type Model int
+
+const (
+	// EWA is the classic 3DGS model: a 2D Gaussian in screen space.
+	EWA Model = iota
+	// Ray evaluates each 3D Gaussian's maximum along the pixel ray.
+	Ray
+)
+
+func (m Model) String() string {
+	if m == Ray {
+		return "ray"
+	}
+	return "ewa"
+}
+
+// AlphaMin is the alpha below which a splat is skipped at a pixel (1/255).
+const AlphaMin = 1.0 / 255.0
+
+// AlphaMax clamps alpha so that transmittance never reaches zero.
+const AlphaMax = 0.99
+
+// Projected is what the rasterizer needs about every splat for one camera.
+// Arrays are indexed by splat id; entries of invalid splats are unspecified
+// (and never read) except Valid, which is false.
+type Projected struct {
+	Model Model
+	N     int
+
+	Valid   []bool    // [N] in front of the near plane, finite, touches the image
+	Depth   []float32 // [N] camera-space z, the sort key within a tile
+	Opacity []float32 // [N] effective opacity (sigmoid(logit), times the antialias compensation when on)
+	Color   []float32 // [N,3] SH colour, clamped at 0 (clamped channels get no gradient)
+
+	// EWA render data: alpha = min(0.99, o·exp(−½ dᵀ·C·d)) with d = pixel centre − Mean2D and
+	// C = [[a, b], [b, c]] stored as Conic = (a, b, c).
+	Mean2D []float32 // [N,2] pixels; for the ray model the projected centre (for statistics)
+	Conic  []float32 // [N,3]
+
+	// Ray render data: u = A·(c − μ) and A = diag(1/σ)·R(q̂)ᵀ (row-major 3×3), so that for a
+	// pixel with world direction d, v = A·d and alpha = min(0.99, o·exp(−½(‖u‖² − (u·v)²/‖v‖²)))
+	// when u·v < 0, else 0.
+	RayU []float32 // [N,3]
+	RayA []float32 // [N,9]
+
+	// Footprint for binning: a pixel position p lies inside iff
+	// (p − BoundCenter)ᵀ·Q·(p − BoundCenter) ≤ 1 with Q = [[qa, qb], [qb, qc]] = BoundQ.
+	// It is where alpha can reach AlphaMin.
+	BoundCenter []float32 // [N,2]
+	BoundQ      []float32 // [N,3]
+	Rect        []int32   // [N,4] tile box x0, y0, x1, y1 (x1, y1 exclusive), clipped to the image
+	Radius      []float32 // [N] pixel radius of the footprint (half its largest extent)
+}
+
+// NewProjected allocates a Projected for n splats.
+func NewProjected(m Model, n int) *Projected {
+	p := &Projected{Model: m}
+	p.Resize(n)
+	return p
+}
+
+// Resize makes room for n splats, reusing memory where it can.
+func (p *Projected) Resize(n int) {
+	p.N = n
+	p.Valid = resize(p.Valid, n)
+	p.Depth = resize(p.Depth, n)
+	p.Opacity = resize(p.Opacity, n)
+	p.Color = resize(p.Color, n*3)
+	p.Mean2D = resize(p.Mean2D, n*2)
+	p.Conic = resize(p.Conic, n*3)
+	if p.Model == Ray {
+		p.RayU = resize(p.RayU, n*3)
+		p.RayA = resize(p.RayA, n*9)
+	}
+	p.BoundCenter = resize(p.BoundCenter, n*2)
+	p.BoundQ = resize(p.BoundQ, n*3)
+	p.Rect = resize(p.Rect, n*4)
+	p.Radius = resize(p.Radius, n)
+}
+
+func resize[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n)
+}
+
+// TileLists is the sorted binning result for one view.
+type TileLists struct {
+	TileSize       int
+	TilesX, TilesY int
+	// Keys are tile_id<<32 | depth bits, sorted ascending; ties by splat id.
+	Keys []uint64
+	IDs  []int32 // splat id of each entry, in key order
+	// Offsets has TilesX*TilesY+1 entries: tile t owns IDs[Offsets[t]:Offsets[t+1]].
+	Offsets []int32
+}
+
+// PrepGrads holds the loss gradient with respect to each splat's projected
+// (prepare) data, as the rasterizer backward produces it.
+type PrepGrads struct {
+	Color   []float32 // [N,3]
+	Opacity []float32 // [N]
+	Mean2D  []float32 // [N,2] (EWA)
+	Conic   []float32 // [N,3] (EWA), with respect to (a, b, c) as stored
+	RayU    []float32 // [N,3] (Ray)
+	RayA    []float32 // [N,9] (Ray)
+}
+
+// NewPrepGrads allocates zeroed gradients for n splats of model m.
+func NewPrepGrads(m Model, n int) *PrepGrads {
+	g := &PrepGrads{Color: make([]float32, n*3), Opacity: make([]float32, n)}
+	if m == Ray {
+		g.RayU = make([]float32, n*3)
+		g.RayA = make([]float32, n*9)
+	} else {
+		g.Mean2D = make([]float32, n*2)
+		g.Conic = make([]float32, n*3)
+	}
+	return g
+}

@@ -1,0 +1,108 @@
+// Package splat holds the Gaussian scene representation shared by every
+// engine and file format: a structure of arrays of float32 parameters in the
+// conventions of design.md §3, plus the real spherical-harmonics basis.
+//
+// It does no I/O and knows nothing about devices.
+package splat
+
+import (
+	"fmt"
+	"math"
+)
+
+// SHCoeffs is the number of SH coefficients per colour channel at degree 3.
+const SHCoeffs = 16
+
+// MaxSHDegree is the highest spherical-harmonics degree supported.
+const MaxSHDegree = 3
+
+// Gaussians holds N splats as a structure of arrays.
+//
+// SH is coefficient-major per splat: the value for splat i, coefficient k
+// (0 = DC) and channel c lives at SH[(i*SHCoeffs+k)*3+c]. Coefficients above
+// the scene's degree are kept (zero, or trained later as the degree grows).
+type Gaussians struct {
+	Means         []float32 // [N,3] world positions
+	LogScales     []float32 // [N,3] log of the per-axis standard deviations
+	Quats         []float32 // [N,4] w,x,y,z, stored unnormalised
+	OpacityLogits []float32 // [N] opacity = sigmoid(logit)
+	SH            []float32 // [N,16,3]
+}
+
+// New returns n zeroed Gaussians with identity rotations.
+func New(n int) *Gaussians {
+	g := &Gaussians{
+		Means:         make([]float32, n*3),
+		LogScales:     make([]float32, n*3),
+		Quats:         make([]float32, n*4),
+		OpacityLogits: make([]float32, n),
+		SH:            make([]float32, n*SHCoeffs*3),
+	}
+	for i := 0; i < n; i++ {
+		g.Quats[i*4] = 1
+	}
+	return g
+}
+
+// Len is the number of splats.
+func (g *Gaussians) Len() int { return len(g.OpacityLogits) }
+
+// Validate checks that every array has the length N implies and that no
+// value is NaN or infinite. The error names the field and the first bad index.
+func (g *Gaussians) Validate() error {
+	n := g.Len()
+	for _, f := range g.Fields() {
+		if len(f.Data) != n*f.Width {
+			return fmt.Errorf("splat: %s has %d values, want %d (N=%d × %d)", f.Name, len(f.Data), n*f.Width, n, f.Width)
+		}
+		for j, v := range f.Data {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return fmt.Errorf("splat: %s of splat %d is %v", f.Name, j/f.Width, v)
+			}
+		}
+	}
+	return nil
+}
+
+// Field names one parameter array and its per-splat width.
+type Field struct {
+	Name  string
+	Width int
+	Data  []float32
+}
+
+// Fields lists the parameter arrays in a fixed order (means, log_scales,
+// quats, opacity_logits, sh). Engines, checkpoints and Adam use this order.
+func (g *Gaussians) Fields() []Field {
+	return []Field{
+		{"means", 3, g.Means},
+		{"log_scales", 3, g.LogScales},
+		{"quats", 4, g.Quats},
+		{"opacity_logits", 1, g.OpacityLogits},
+		{"sh", SHCoeffs * 3, g.SH},
+	}
+}
+
+// Clone returns a deep copy.
+func (g *Gaussians) Clone() *Gaussians {
+	c := &Gaussians{}
+	c.Means = append([]float32(nil), g.Means...)
+	c.LogScales = append([]float32(nil), g.LogScales...)
+	c.Quats = append([]float32(nil), g.Quats...)
+	c.OpacityLogits = append([]float32(nil), g.OpacityLogits...)
+	c.SH = append([]float32(nil), g.SH...)
+	return c
+}
+
+// SHC0 is the degree-0 real SH basis constant; rgb = 0.5 + SHC0·dc for a
+// splat with only a DC term (INRIA's RGB2SH/SH2RGB).
+const SHC0 = 0.28209479177387814
+
+// RGBToDC converts a colour in [0,1] to the DC coefficient that renders it.
+func RGBToDC(rgb float32) float32 { return (rgb - 0.5) / SHC0 }
+
+// Sigmoid is the logistic function used for opacities.
+func Sigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
+
+// Logit is the inverse of Sigmoid, for p in (0,1).
+func Logit(p float32) float32 { return float32(math.Log(float64(p) / (1 - float64(p)))) }
