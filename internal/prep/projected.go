@@ -5,6 +5,8 @@
 // the GPU engine's cpu-conic bin mode.
 package prep
 
+import "github.com/rlxsplat/rlxsplat/internal/splat"
+
 // Model selects the render model of design.md §4.
 type Model int
 
@@ -28,47 +30,53 @@ const AlphaMin = 1.0 / 255.0
 // AlphaMax clamps alpha so that transmittance never reaches zero.
 const AlphaMax = 0.99
 
-// Projected is what the rasterizer needs about every splat for one camera.
+// ProjectedOf is what the rasterizer needs about every splat for one camera.
 // Arrays are indexed by splat id; entries of invalid splats are unspecified
 // (and never read) except Valid, which is false.
-type Projected struct {
+//
+// It is generic in the float type so that the finite-difference checks run
+// the very same code in float64 that the engine runs in float32.
+type ProjectedOf[F splat.Float] struct {
 	Model Model
 	N     int
 
-	Valid   []bool    // [N] in front of the near plane, finite, touches the image
-	Depth   []float32 // [N] camera-space z, the sort key within a tile
-	Opacity []float32 // [N] effective opacity (sigmoid(logit), times the antialias compensation when on)
-	Color   []float32 // [N,3] SH colour, clamped at 0 (clamped channels get no gradient)
+	Valid   []bool // [N] in front of the near plane, finite, touches the image
+	Depth   []F    // [N] camera-space z, the sort key within a tile
+	Opacity []F    // [N] effective opacity (sigmoid(logit), times the antialias compensation when on)
+	Color   []F    // [N,3] SH colour, clamped at 0 (clamped channels get no gradient)
 
 	// EWA render data: alpha = min(0.99, o·exp(−½ dᵀ·C·d)) with d = pixel centre − Mean2D and
 	// C = [[a, b], [b, c]] stored as Conic = (a, b, c).
-	Mean2D []float32 // [N,2] pixels; for the ray model the projected centre (for statistics)
-	Conic  []float32 // [N,3]
+	Mean2D []F // [N,2] pixels; for the ray model the projected centre (for statistics)
+	Conic  []F // [N,3]
 
 	// Ray render data: u = A·(c − μ) and A = diag(1/σ)·R(q̂)ᵀ (row-major 3×3), so that for a
 	// pixel with world direction d, v = A·d and alpha = min(0.99, o·exp(−½(‖u‖² − (u·v)²/‖v‖²)))
 	// when u·v < 0, else 0.
-	RayU []float32 // [N,3]
-	RayA []float32 // [N,9]
+	RayU []F // [N,3]
+	RayA []F // [N,9]
 
 	// Footprint for binning: a pixel position p lies inside iff
 	// (p − BoundCenter)ᵀ·Q·(p − BoundCenter) ≤ 1 with Q = [[qa, qb], [qb, qc]] = BoundQ.
 	// It is where alpha can reach AlphaMin.
-	BoundCenter []float32 // [N,2]
-	BoundQ      []float32 // [N,3]
-	Rect        []int32   // [N,4] tile box x0, y0, x1, y1 (x1, y1 exclusive), clipped to the image
-	Radius      []float32 // [N] pixel radius of the footprint (half its largest extent)
+	BoundCenter []F     // [N,2]
+	BoundQ      []F     // [N,3]
+	Rect        []int32 // [N,4] tile box x0, y0, x1, y1 (x1, y1 exclusive), clipped to the image
+	Radius      []F     // [N] pixel radius of the footprint (half its largest extent)
 }
 
-// NewProjected allocates a Projected for n splats.
-func NewProjected(m Model, n int) *Projected {
-	p := &Projected{Model: m}
+// Projected is the float32 instantiation every engine uses.
+type Projected = ProjectedOf[float32]
+
+// NewProjected allocates a ProjectedOf for n splats.
+func NewProjected[F splat.Float](m Model, n int) *ProjectedOf[F] {
+	p := &ProjectedOf[F]{Model: m}
 	p.Resize(n)
 	return p
 }
 
 // Resize makes room for n splats, reusing memory where it can.
-func (p *Projected) Resize(n int) {
+func (p *ProjectedOf[F]) Resize(n int) {
 	p.N = n
 	p.Valid = resize(p.Valid, n)
 	p.Depth = resize(p.Depth, n)
@@ -104,26 +112,29 @@ type TileLists struct {
 	Offsets []int32
 }
 
-// PrepGrads holds the loss gradient with respect to each splat's projected
+// PrepGradsOf holds the loss gradient with respect to each splat's projected
 // (prepare) data, as the rasterizer backward produces it.
-type PrepGrads struct {
-	Color   []float32 // [N,3]
-	Opacity []float32 // [N]
-	Mean2D  []float32 // [N,2] (EWA)
-	Conic   []float32 // [N,3] (EWA), with respect to (a, b, c) as stored
-	RayU    []float32 // [N,3] (Ray)
-	RayA    []float32 // [N,9] (Ray)
+type PrepGradsOf[F splat.Float] struct {
+	Color   []F // [N,3]
+	Opacity []F // [N]
+	Mean2D  []F // [N,2] (EWA)
+	Conic   []F // [N,3] (EWA), with respect to (a, b, c) as stored
+	RayU    []F // [N,3] (Ray)
+	RayA    []F // [N,9] (Ray)
 }
 
+// PrepGrads is the float32 instantiation.
+type PrepGrads = PrepGradsOf[float32]
+
 // NewPrepGrads allocates zeroed gradients for n splats of model m.
-func NewPrepGrads(m Model, n int) *PrepGrads {
-	g := &PrepGrads{Color: make([]float32, n*3), Opacity: make([]float32, n)}
+func NewPrepGrads[F splat.Float](m Model, n int) *PrepGradsOf[F] {
+	g := &PrepGradsOf[F]{Color: make([]F, n*3), Opacity: make([]F, n)}
 	if m == Ray {
-		g.RayU = make([]float32, n*3)
-		g.RayA = make([]float32, n*9)
+		g.RayU = make([]F, n*3)
+		g.RayA = make([]F, n*9)
 	} else {
-		g.Mean2D = make([]float32, n*2)
-		g.Conic = make([]float32, n*3)
+		g.Mean2D = make([]F, n*2)
+		g.Conic = make([]F, n*3)
 	}
 	return g
 }

@@ -10,6 +10,10 @@ import (
 	"math"
 )
 
+// Float is the constraint of the generic numeric code: the engine runs it in
+// float32, the finite-difference checks in float64.
+type Float interface{ ~float32 | ~float64 }
+
 // SHCoeffs is the number of SH coefficients per colour channel at degree 3.
 const SHCoeffs = 16
 
@@ -21,22 +25,31 @@ const MaxSHDegree = 3
 // SH is coefficient-major per splat: the value for splat i, coefficient k
 // (0 = DC) and channel c lives at SH[(i*SHCoeffs+k)*3+c]. Coefficients above
 // the scene's degree are kept (zero, or trained later as the degree grows).
-type Gaussians struct {
-	Means         []float32 // [N,3] world positions
-	LogScales     []float32 // [N,3] log of the per-axis standard deviations
-	Quats         []float32 // [N,4] w,x,y,z, stored unnormalised
-	OpacityLogits []float32 // [N] opacity = sigmoid(logit)
-	SH            []float32 // [N,16,3]
+//
+// The type is generic so that gradient checks can hold float64 copies; every
+// engine and file uses the float32 instantiation Gaussians.
+type GaussiansOf[F Float] struct {
+	Means         []F // [N,3] world positions
+	LogScales     []F // [N,3] log of the per-axis standard deviations
+	Quats         []F // [N,4] w,x,y,z, stored unnormalised
+	OpacityLogits []F // [N] opacity = sigmoid(logit)
+	SH            []F // [N,16,3]
 }
 
-// New returns n zeroed Gaussians with identity rotations.
-func New(n int) *Gaussians {
-	g := &Gaussians{
-		Means:         make([]float32, n*3),
-		LogScales:     make([]float32, n*3),
-		Quats:         make([]float32, n*4),
-		OpacityLogits: make([]float32, n),
-		SH:            make([]float32, n*SHCoeffs*3),
+// Gaussians is the float32 scene every engine and file format uses.
+type Gaussians = GaussiansOf[float32]
+
+// New returns n zeroed float32 Gaussians with identity rotations.
+func New(n int) *Gaussians { return NewOf[float32](n) }
+
+// NewOf returns n zeroed Gaussians with identity rotations.
+func NewOf[F Float](n int) *GaussiansOf[F] {
+	g := &GaussiansOf[F]{
+		Means:         make([]F, n*3),
+		LogScales:     make([]F, n*3),
+		Quats:         make([]F, n*4),
+		OpacityLogits: make([]F, n),
+		SH:            make([]F, n*SHCoeffs*3),
 	}
 	for i := 0; i < n; i++ {
 		g.Quats[i*4] = 1
@@ -45,11 +58,11 @@ func New(n int) *Gaussians {
 }
 
 // Len is the number of splats.
-func (g *Gaussians) Len() int { return len(g.OpacityLogits) }
+func (g *GaussiansOf[F]) Len() int { return len(g.OpacityLogits) }
 
 // Validate checks that every array has the length N implies and that no
 // value is NaN or infinite. The error names the field and the first bad index.
-func (g *Gaussians) Validate() error {
+func (g *GaussiansOf[F]) Validate() error {
 	n := g.Len()
 	for _, f := range g.Fields() {
 		if len(f.Data) != n*f.Width {
@@ -65,16 +78,16 @@ func (g *Gaussians) Validate() error {
 }
 
 // Field names one parameter array and its per-splat width.
-type Field struct {
+type Field[F Float] struct {
 	Name  string
 	Width int
-	Data  []float32
+	Data  []F
 }
 
 // Fields lists the parameter arrays in a fixed order (means, log_scales,
 // quats, opacity_logits, sh). Engines, checkpoints and Adam use this order.
-func (g *Gaussians) Fields() []Field {
-	return []Field{
+func (g *GaussiansOf[F]) Fields() []Field[F] {
+	return []Field[F]{
 		{"means", 3, g.Means},
 		{"log_scales", 3, g.LogScales},
 		{"quats", 4, g.Quats},
@@ -84,13 +97,13 @@ func (g *Gaussians) Fields() []Field {
 }
 
 // Clone returns a deep copy.
-func (g *Gaussians) Clone() *Gaussians {
-	c := &Gaussians{}
-	c.Means = append([]float32(nil), g.Means...)
-	c.LogScales = append([]float32(nil), g.LogScales...)
-	c.Quats = append([]float32(nil), g.Quats...)
-	c.OpacityLogits = append([]float32(nil), g.OpacityLogits...)
-	c.SH = append([]float32(nil), g.SH...)
+func (g *GaussiansOf[F]) Clone() *GaussiansOf[F] {
+	c := &GaussiansOf[F]{}
+	c.Means = append([]F(nil), g.Means...)
+	c.LogScales = append([]F(nil), g.LogScales...)
+	c.Quats = append([]F(nil), g.Quats...)
+	c.OpacityLogits = append([]F(nil), g.OpacityLogits...)
+	c.SH = append([]F(nil), g.SH...)
 	return c
 }
 

@@ -1,0 +1,187 @@
+package prep
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+
+	"github.com/rlxsplat/rlxsplat/internal/splat"
+)
+
+// Binner turns projected splats into sorted per-tile lists (design.md §5
+// steps 2–3). It owns its scratch buffers so that a training loop does not
+// allocate per step.
+type Binner struct {
+	counts  []int32
+	starts  []int32
+	keys    []uint64
+	ids     []int32
+	tmpKeys []uint64
+	tmpIDs  []int32
+}
+
+// TileHit reports whether the footprint (p−c)ᵀQ(p−c) ≤ 1 reaches a pixel
+// centre of the tile whose pixel columns are [px0, px1) and rows [py0, py1).
+// It is exact: it minimises the quadratic over the box of pixel centres.
+// Q = 0 marks a conservative footprint that covers its whole box.
+func TileHit[F splat.Float](cx, cy, qa, qb, qc F, px0, py0, px1, py1 int) bool {
+	if qa == 0 && qb == 0 && qc == 0 {
+		return true
+	}
+	x0, x1 := float64(px0)+0.5, float64(px1)-0.5
+	y0, y1 := float64(py0)+0.5, float64(py1)-0.5
+	fcx, fcy := float64(cx), float64(cy)
+	if fcx >= x0 && fcx <= x1 && fcy >= y0 && fcy <= y1 {
+		return true
+	}
+	a, b, c := float64(qa), float64(qb), float64(qc)
+	best := math.Inf(1)
+	// On a vertical edge x = xe the quadratic in y is minimised at
+	// y* = cy − b·(xe − cx)/c, clamped to the edge; likewise for horizontal edges.
+	for _, xe := range [2]float64{x0, x1} {
+		dx := xe - fcx
+		y := fcy - b*dx/c
+		y = math.Min(math.Max(y, y0), y1)
+		dy := y - fcy
+		best = math.Min(best, a*dx*dx+2*b*dx*dy+c*dy*dy)
+	}
+	for _, ye := range [2]float64{y0, y1} {
+		dy := ye - fcy
+		x := fcx - b*dy/a
+		x = math.Min(math.Max(x, x0), x1)
+		dx := x - fcx
+		best = math.Min(best, a*dx*dx+2*b*dx*dy+c*dy*dy)
+	}
+	return best <= 1
+}
+
+// DepthBits maps a positive depth to the low 32 bits of a sort key; for
+// positive IEEE floats the bit pattern orders like the value.
+func DepthBits(z float32) uint32 { return math.Float32bits(z) }
+
+// Bin emits, for every valid splat and every tile its footprint reaches, a
+// key tile<<32 | depth bits, sorts the keys (stably, so ties keep splat-id
+// order) and builds per-tile offsets from the sorted keys. With conic false
+// every tile of the splat's box is emitted (the gpu-radius-aabb mode).
+// The result is written into out, whose buffers are reused.
+func Bin[F splat.Float](b *Binner, p *ProjectedOf[F], w, h, tileSize int, conic bool, workers int, out *TileLists) error {
+	tx, ty := (w+tileSize-1)/tileSize, (h+tileSize-1)/tileSize
+	nt := tx * ty
+	if nt >= 1<<31 {
+		return fmt.Errorf("prep: %d×%d tiles is too many", tx, ty)
+	}
+	n := p.N
+	b.counts = resize(b.counts, n)
+	b.starts = resize(b.starts, n+1)
+	// Pass 1: count the tiles per splat (parallel, disjoint writes).
+	parallelFor(n, workers, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			b.counts[i] = int32(visitTiles(p, i, w, h, tileSize, tx, conic, nil))
+		}
+	})
+	total := int64(0)
+	for i := 0; i < n; i++ {
+		b.starts[i] = int32(total)
+		total += int64(b.counts[i])
+		if total >= math.MaxInt32 {
+			return fmt.Errorf("prep: tile lists would hold more than %d entries (%d splats on %d×%d px)", math.MaxInt32, n, w, h)
+		}
+	}
+	b.starts[n] = int32(total)
+	m := int(total)
+	b.keys = resize(b.keys, m)
+	b.ids = resize(b.ids, m)
+	// Pass 2: write the keys, each splat into its own range.
+	parallelFor(n, workers, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			if b.counts[i] == 0 {
+				continue
+			}
+			at := b.starts[i]
+			depth := uint64(DepthBits(float32(p.Depth[i])))
+			visitTiles(p, i, w, h, tileSize, tx, conic, func(tile int) {
+				b.keys[at] = uint64(tile)<<32 | depth
+				b.ids[at] = int32(i)
+				at++
+			})
+		}
+	})
+	b.sort(nt)
+	out.TileSize, out.TilesX, out.TilesY = tileSize, tx, ty
+	out.Keys = append(out.Keys[:0], b.keys...)
+	out.IDs = append(out.IDs[:0], b.ids...)
+	out.Offsets = resize(out.Offsets, nt+1)
+	Ranges(out.Keys, nt, out.Offsets)
+	return nil
+}
+
+// visitTiles calls emit (when not nil) for each tile splat i reaches, in
+// row-major tile order, and returns how many there are.
+func visitTiles[F splat.Float](p *ProjectedOf[F], i, w, h, ts, tilesX int, conic bool, emit func(tile int)) int {
+	if !p.Valid[i] {
+		return 0
+	}
+	r := p.Rect[i*4 : i*4+4]
+	cx, cy := p.BoundCenter[i*2], p.BoundCenter[i*2+1]
+	qa, qb, qc := p.BoundQ[i*3], p.BoundQ[i*3+1], p.BoundQ[i*3+2]
+	count := 0
+	for ty := int(r[1]); ty < int(r[3]); ty++ {
+		py0, py1 := ty*ts, min((ty+1)*ts, h)
+		for tx := int(r[0]); tx < int(r[2]); tx++ {
+			if conic && !TileHit(cx, cy, qa, qb, qc, tx*ts, py0, min((tx+1)*ts, w), py1) {
+				continue
+			}
+			count++
+			if emit != nil {
+				emit(ty*tilesX + tx)
+			}
+		}
+	}
+	return count
+}
+
+// sort orders keys (and ids with them) by an LSD radix sort over the depth
+// bits and as many tile bits as there are tiles. It is stable, so equal keys
+// keep the splat-id order they were emitted in.
+func (b *Binner) sort(numTiles int) {
+	m := len(b.keys)
+	b.tmpKeys = resize(b.tmpKeys, m)
+	b.tmpIDs = resize(b.tmpIDs, m)
+	keyBits := 32 + bits.Len(uint(numTiles))
+	src, dst := b.keys, b.tmpKeys
+	srcID, dstID := b.ids, b.tmpIDs
+	var hist [256]int
+	for shift := 0; shift < keyBits; shift += 8 {
+		hist = [256]int{}
+		for _, k := range src {
+			hist[(k>>shift)&0xff]++
+		}
+		sum := 0
+		for d := range hist {
+			hist[d], sum = sum, sum+hist[d]
+		}
+		for j, k := range src {
+			d := (k >> shift) & 0xff
+			dst[hist[d]] = k
+			dstID[hist[d]] = srcID[j]
+			hist[d]++
+		}
+		src, dst = dst, src
+		srcID, dstID = dstID, srcID
+	}
+	b.keys, b.tmpKeys = src, dst
+	b.ids, b.tmpIDs = srcID, dstID
+}
+
+// Ranges fills offsets[t] with the first index of tile t in the sorted keys,
+// and offsets[numTiles] with len(keys) (seed defect 1 built these from the
+// unsorted keys).
+func Ranges(keys []uint64, numTiles int, offsets []int32) {
+	j := 0
+	for t := 0; t <= numTiles; t++ {
+		for j < len(keys) && int(keys[j]>>32) < t {
+			j++
+		}
+		offsets[t] = int32(j)
+	}
+}
