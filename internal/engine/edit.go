@@ -1,0 +1,109 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/rlxsplat/rlxsplat/internal/camera"
+	"github.com/rlxsplat/rlxsplat/internal/splat"
+)
+
+// EditPlan is an Edit resolved into a gather: new splat j copies old splat
+// Src[j]; splats from Fresh on are new (clones and split children) and get
+// zero optimizer moments. Engines share it so that every engine produces
+// the same order.
+type EditPlan struct {
+	Src   []int32
+	Fresh int
+	// Children is where the split children start in the new order.
+	Children int
+}
+
+// PlanEdit validates e against n splats and resolves it.
+func PlanEdit(e Edit, n int) (EditPlan, error) {
+	if e.Remove != nil && len(e.Remove) != n {
+		return EditPlan{}, fmt.Errorf("engine: edit: remove mask has %d entries for %d splats", len(e.Remove), n)
+	}
+	split := make([]bool, n)
+	for _, i := range e.Split {
+		if i < 0 || int(i) >= n {
+			return EditPlan{}, fmt.Errorf("engine: edit: split index %d outside 0..%d", i, n-1)
+		}
+		if split[i] {
+			return EditPlan{}, fmt.Errorf("engine: edit: splat %d split twice", i)
+		}
+		split[i] = true
+	}
+	for _, i := range e.Clone {
+		if i < 0 || int(i) >= n {
+			return EditPlan{}, fmt.Errorf("engine: edit: clone index %d outside 0..%d", i, n-1)
+		}
+	}
+	if len(e.Split) > 0 {
+		if e.SplitN < 1 {
+			return EditPlan{}, fmt.Errorf("engine: edit: split count %d < 1", e.SplitN)
+		}
+		if len(e.SplitSamples) != len(e.Split)*e.SplitN*3 {
+			return EditPlan{}, fmt.Errorf("engine: edit: %d split samples, want %d", len(e.SplitSamples), len(e.Split)*e.SplitN*3)
+		}
+		if !(e.SplitScaleDiv > 0) {
+			return EditPlan{}, fmt.Errorf("engine: edit: split scale divisor %v must be > 0", e.SplitScaleDiv)
+		}
+	}
+	var p EditPlan
+	for i := 0; i < n; i++ {
+		if split[i] || (e.Remove != nil && e.Remove[i]) {
+			continue
+		}
+		p.Src = append(p.Src, int32(i))
+	}
+	p.Fresh = len(p.Src)
+	p.Src = append(p.Src, e.Clone...)
+	p.Children = len(p.Src)
+	for _, i := range e.Split {
+		for c := 0; c < e.SplitN; c++ {
+			p.Src = append(p.Src, i)
+		}
+	}
+	return p, nil
+}
+
+// Gather returns the rows Src of every field of g.
+func Gather[F splat.Float](g *splat.GaussiansOf[F], src []int32) *splat.GaussiansOf[F] {
+	out := splat.NewOf[F](len(src))
+	of := out.Fields()
+	for fi, f := range g.Fields() {
+		w := f.Width
+		dst := of[fi].Data
+		for j, i := range src {
+			copy(dst[j*w:(j+1)*w], f.Data[int(i)*w:(int(i)+1)*w])
+		}
+	}
+	return out
+}
+
+// ApplyEdit returns the Gaussians after the edit: a gather by the plan, then
+// each split child moved to μ + R(q̂)·(s ⊙ sample) with its scales divided
+// by SplitScaleDiv (the original's densify_and_split).
+func ApplyEdit(g *splat.Gaussians, e Edit, p EditPlan) *splat.Gaussians {
+	out := Gather(g, p.Src)
+	for k, parent := range e.Split {
+		i := int(parent)
+		q := g.Quats[i*4 : i*4+4]
+		r := camera.RotationFromQuat(float64(q[0]), float64(q[1]), float64(q[2]), float64(q[3]))
+		var s [3]float64
+		for a := 0; a < 3; a++ {
+			s[a] = math.Exp(float64(g.LogScales[i*3+a]))
+		}
+		for c := 0; c < e.SplitN; c++ {
+			j := p.Children + k*e.SplitN + c
+			smp := e.SplitSamples[(k*e.SplitN+c)*3:]
+			for a := 0; a < 3; a++ {
+				off := r[a][0]*s[0]*float64(smp[0]) + r[a][1]*s[1]*float64(smp[1]) + r[a][2]*s[2]*float64(smp[2])
+				out.Means[j*3+a] = float32(float64(g.Means[i*3+a]) + off)
+				out.LogScales[j*3+a] = float32(math.Log(s[a] / float64(e.SplitScaleDiv)))
+			}
+		}
+	}
+	return out
+}

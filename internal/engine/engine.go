@@ -1,0 +1,134 @@
+// Package engine defines what a training engine is: something that owns the
+// Gaussians and their optimizer state on one device and runs a whole
+// training step per call (design.md §1, §5). The CPU engine
+// (internal/engine/cpu) and the fused GPU engine (internal/fused) implement
+// the same interface and pass the same tests.
+//
+// Policy (schedules, when and what to densify) belongs to the trainer; the
+// engine only executes edits it is given.
+package engine
+
+import (
+	"errors"
+	"time"
+
+	"github.com/rlxsplat/rlxsplat/internal/camera"
+	"github.com/rlxsplat/rlxsplat/internal/splat"
+)
+
+// View is one training image and its camera. Index identifies the view
+// across steps so that a device engine can keep its target resident.
+type View struct {
+	Index  int
+	Camera camera.Camera
+	// Target is the image to fit, [H*W*3] in [0,1], already composited over
+	// the step's background where the photo has alpha.
+	Target []float32
+}
+
+// LR holds the learning rate of every Adam group for one step.
+type LR struct {
+	Means, LogScales, Quats, Opacity, SHDC, SHRest float32
+}
+
+// StepOptions are the per-step inputs the trainer decides.
+type StepOptions struct {
+	SHDegree   int
+	LR         LR
+	Background [3]float32
+	// AccumulateStats adds this step's densification statistics (2D
+	// position-gradient norm, visibility count, max screen radius).
+	AccumulateStats bool
+	// WantImage asks for the rendered image in the result (a readout).
+	WantImage bool
+}
+
+// Stage names, one word per stage in every place (style.md §6.2).
+const (
+	StageProject    = "project"
+	StageBin        = "bin"
+	StageSort       = "sort"
+	StageRasterFwd  = "raster_fwd"
+	StageLoss       = "loss"
+	StageRasterBwd  = "raster_bwd"
+	StageProjectBwd = "project_bwd"
+	StageAdam       = "adam"
+)
+
+// Stages lists the stage names in pipeline order.
+var Stages = []string{StageProject, StageBin, StageSort, StageRasterFwd, StageLoss, StageRasterBwd, StageProjectBwd, StageAdam}
+
+// StepResult is what a step reports back.
+type StepResult struct {
+	Loss, L1, MSE, SSIM float64
+	Visible             int // splats in front of the camera and on the image
+	Entries             int // tile-list entries
+	Image               []float32
+	// Timings per stage (wall time on the CPU, device events on a GPU).
+	Timings map[string]time.Duration
+	// NonFinite counts gradient or update elements the optimizer dropped.
+	NonFinite int
+}
+
+// Stats are the densification statistics accumulated since the last reset.
+type Stats struct {
+	GradAccum []float32 // [N] sum over visible steps of the 2D position-gradient norm (NDC units)
+	Count     []int32   // [N] visible steps
+	MaxRadius []float32 // [N] largest screen radius (px) seen
+}
+
+// Edit is one densification edit (design.md §6; the original's
+// clone/split/prune). Indices refer to the splats before the edit. The
+// result keeps, in order, every splat not removed and not split, then the
+// clones, then the split children. Every new splat starts with zero Adam
+// moments; the statistics are reset for all.
+type Edit struct {
+	Clone []int32 // splats to duplicate in place
+	Split []int32 // splats to replace by SplitN children each
+	// SplitSamples are standard-normal samples [len(Split)*SplitN*3]: child
+	// c of split k sits at μ + R(q̂)·(s ⊙ sample).
+	SplitSamples []float32
+	SplitN       int
+	// SplitScaleDiv divides the children's scales (the original: 0.8·N).
+	SplitScaleDiv float32
+	Remove        []bool // [N] splats to drop
+}
+
+// State is everything needed to resume training bit for bit.
+type State struct {
+	Params   *splat.Gaussians
+	AdamM    *splat.Gaussians
+	AdamV    *splat.Gaussians
+	AdamStep int64
+	Stats    Stats
+}
+
+// Engine runs training steps on one device.
+type Engine interface {
+	// Name says which engine and device this is ("cpu (2 threads)").
+	Name() string
+	// Step runs one full training step for the view.
+	Step(v *View, o StepOptions) (StepResult, error)
+	// Render draws the current Gaussians for a camera ([H*W*3]).
+	Render(cam *camera.Camera, shDegree int, background [3]float32) ([]float32, error)
+	// Len is the current number of Gaussians.
+	Len() int
+	// Gaussians reads the parameters back (a copy).
+	Gaussians() (*splat.Gaussians, error)
+	// Stats reads the densification statistics back (a copy).
+	Stats() (Stats, error)
+	// ResetStats zeroes the densification statistics.
+	ResetStats() error
+	// Apply performs a densification edit.
+	Apply(e Edit) error
+	// ResetOpacity clamps every opacity to at most maxOpacity and zeroes the
+	// opacity moments (the original's opacity reset).
+	ResetOpacity(maxOpacity float32) error
+	// State and SetState save and restore the whole training state.
+	State() (*State, error)
+	SetState(s *State) error
+	Close() error
+}
+
+// ErrEmpty is returned when an engine is asked to train zero Gaussians.
+var ErrEmpty = errors.New("engine: the scene has no Gaussians")

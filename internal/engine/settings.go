@@ -1,0 +1,74 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/rlxsplat/rlxsplat/internal/loss"
+	"github.com/rlxsplat/rlxsplat/internal/prep"
+)
+
+// BinMode selects where and how splats are binned to tiles (design.md §5
+// step 2). The CPU engine always bins on the host; the modes matter to the
+// GPU engine and to parity.
+type BinMode string
+
+// The three bin modes.
+const (
+	BinGPUConic      BinMode = "gpu-conic"
+	BinGPURadiusAABB BinMode = "gpu-radius-aabb"
+	BinCPUConic      BinMode = "cpu-conic"
+)
+
+// Settings are the engine's fixed settings for a training run.
+type Settings struct {
+	Render        prep.Model
+	RadiusScale   float64
+	Near          float64
+	Antialiased   bool
+	TileSize      int
+	BinMode       BinMode
+	MaxSplatSteps int
+	Loss          loss.Kind
+	SSIMLambda    float32
+	Adam          AdamSettings
+	Workers       int
+}
+
+// AdamSettings are the optimizer's fixed settings (learning rates come per
+// step in StepOptions).
+type AdamSettings struct {
+	Beta1, Beta2, Eps float32
+	GradClip          float32 // elementwise |g| ≤ clip; 0 = off
+	VisibleOnly       bool    // update only splats visible this step (sparse Adam)
+}
+
+// DefaultSettings are the 3DGS defaults (design.md §5, §6).
+func DefaultSettings() Settings {
+	return Settings{
+		Render: prep.EWA, RadiusScale: 1, Near: 0.01, TileSize: 16, BinMode: BinGPUConic,
+		Loss: loss.L1SSIM, SSIMLambda: 0.2,
+		Adam:    AdamSettings{Beta1: 0.9, Beta2: 0.999, Eps: 1e-15},
+		Workers: 1,
+	}
+}
+
+// Validate reports settings no engine can run with.
+func (s *Settings) Validate() error {
+	switch s.BinMode {
+	case BinGPUConic, BinGPURadiusAABB, BinCPUConic:
+	default:
+		return fmt.Errorf("engine: bin mode %q is not one of %s, %s, %s", s.BinMode, BinGPUConic, BinGPURadiusAABB, BinCPUConic)
+	}
+	if s.TileSize < 1 || s.TileSize > 64 {
+		return fmt.Errorf("engine: tile size %d outside 1..64", s.TileSize)
+	}
+	if s.MaxSplatSteps < 0 {
+		return fmt.Errorf("engine: max splat steps %d < 0", s.MaxSplatSteps)
+	}
+	return nil
+}
+
+// Prep returns the projection settings for an SH degree.
+func (s *Settings) Prep(shDegree int) prep.Settings {
+	return prep.Settings{Model: s.Render, SHDegree: shDegree, Near: s.Near, RadiusScale: s.RadiusScale, Antialiased: s.Antialiased, TileSize: s.TileSize}
+}
