@@ -12,6 +12,8 @@ import (
 // steps 2–3). It owns its scratch buffers so that a training loop does not
 // allocate per step.
 type Binner struct {
+	tileSize, tilesX, tilesY int
+
 	counts  []int32
 	starts  []int32
 	keys    []uint64
@@ -65,11 +67,21 @@ func DepthBits(z float32) uint32 { return math.Float32bits(z) }
 // every tile of the splat's box is emitted (the gpu-radius-aabb mode).
 // The result is written into out, whose buffers are reused.
 func Bin[F splat.Float](b *Binner, p *ProjectedOf[F], w, h, tileSize int, conic bool, workers int, out *TileLists) error {
+	if err := Emit(b, p, w, h, tileSize, conic, workers); err != nil {
+		return err
+	}
+	b.SortInto(out)
+	return nil
+}
+
+// Emit is the first half of Bin: it counts and writes the unsorted keys.
+func Emit[F splat.Float](b *Binner, p *ProjectedOf[F], w, h, tileSize int, conic bool, workers int) error {
 	tx, ty := (w+tileSize-1)/tileSize, (h+tileSize-1)/tileSize
 	nt := tx * ty
 	if nt >= 1<<31 {
 		return fmt.Errorf("prep: %d×%d tiles is too many", tx, ty)
 	}
+	b.tileSize, b.tilesX, b.tilesY = tileSize, tx, ty
 	n := p.N
 	b.counts = resize(b.counts, n)
 	b.starts = resize(b.starts, n+1)
@@ -106,13 +118,19 @@ func Bin[F splat.Float](b *Binner, p *ProjectedOf[F], w, h, tileSize int, conic 
 			})
 		}
 	})
+	return nil
+}
+
+// SortInto is the second half of Bin: it sorts the emitted keys and writes
+// the lists and tile offsets into out.
+func (b *Binner) SortInto(out *TileLists) {
+	nt := b.tilesX * b.tilesY
 	b.sort(nt)
-	out.TileSize, out.TilesX, out.TilesY = tileSize, tx, ty
+	out.TileSize, out.TilesX, out.TilesY = b.tileSize, b.tilesX, b.tilesY
 	out.Keys = append(out.Keys[:0], b.keys...)
 	out.IDs = append(out.IDs[:0], b.ids...)
 	out.Offsets = resize(out.Offsets, nt+1)
 	Ranges(out.Keys, nt, out.Offsets)
-	return nil
 }
 
 // visitTiles calls emit (when not nil) for each tile splat i reaches, in

@@ -60,7 +60,6 @@ func TestTileHitMatchesBruteForce(t *testing.T) {
 
 func sq(x float64) float64 { return x * x }
 
-
 // Bin agrees with a naive binning: every (tile, splat) pair the footprint
 // reaches, ordered by tile, depth and splat id.
 func TestBinMatchesNaive(t *testing.T) {
