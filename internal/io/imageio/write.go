@@ -1,0 +1,123 @@
+package imageio
+
+import (
+	"bufio"
+	"fmt"
+	"image"
+	"image/png"
+	"math"
+	"os"
+	"path/filepath"
+)
+
+// Composite returns the image's colour over the background bg by its alpha,
+// out = α·rgb + (1−α)·bg, as a new [H*W*3] slice. An opaque image (Alpha
+// nil) returns a copy of RGB, so callers may always modify the result.
+func (img Image) Composite(bg [3]float32) []float32 {
+	out := make([]float32, len(img.RGB))
+	copy(out, img.RGB)
+	if img.Alpha == nil {
+		return out
+	}
+	n := min(len(img.Alpha), len(out)/3)
+	for i := 0; i < n; i++ {
+		a := img.Alpha[i]
+		for ch := 0; ch < 3; ch++ {
+			out[3*i+ch] = a*out[3*i+ch] + (1-a)*bg[ch]
+		}
+	}
+	return out
+}
+
+// Gap is the width in pixels of the separator SideBySide puts between its
+// two images.
+const Gap = 4
+
+// gapGrey is the separator's value: mid grey stays visible against both
+// the black and the white backgrounds scenes are trained with.
+const gapGrey = 0.5
+
+// SideBySide places a and b (each [h*w*3]) next to each other, a on the
+// left, with a Gap-pixel grey separator: the result is [h*(2w+Gap)*3]. It
+// returns nil when a or b does not hold w·h·3 values or the size is not
+// positive.
+func SideBySide(a, b []float32, w, h int) []float32 {
+	if w <= 0 || h <= 0 || w > MaxPixels/h || len(a) != w*h*3 || len(b) != w*h*3 {
+		return nil
+	}
+	ow := 2*w + Gap
+	out := make([]float32, ow*h*3)
+	for y := 0; y < h; y++ {
+		row := out[y*ow*3 : (y+1)*ow*3]
+		copy(row[:w*3], a[y*w*3:(y+1)*w*3])
+		for i := w * 3; i < (w+Gap)*3; i++ {
+			row[i] = gapGrey
+		}
+		copy(row[(w+Gap)*3:], b[y*w*3:(y+1)*w*3])
+	}
+	return out
+}
+
+// SavePNG writes rgb ([h*w*3], nominally in [0,1]) as an opaque 8-bit PNG.
+// Values are clamped to [0,1] (NaN becomes 0) and rounded to the nearest
+// level. The file is written to a temporary file in the same directory,
+// synced and renamed over path, so a crash never leaves a half-written
+// image behind.
+func SavePNG(path string, rgb []float32, w, h int) (err error) {
+	if w <= 0 || h <= 0 || w > MaxPixels/h {
+		return fmt.Errorf("imageio: %s: image size %d×%d out of range", path, w, h)
+	}
+	if len(rgb) != w*h*3 {
+		return fmt.Errorf("imageio: %s: %d×%d image needs %d RGB values, got %d", path, w, h, w*h*3, len(rgb))
+	}
+	m := image.NewRGBA(image.Rect(0, 0, w, h))
+	for i := 0; i < w*h; i++ {
+		m.Pix[4*i] = quantize(rgb[3*i])
+		m.Pix[4*i+1] = quantize(rgb[3*i+1])
+		m.Pix[4*i+2] = quantize(rgb[3*i+2])
+		m.Pix[4*i+3] = 0xff
+	}
+
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("imageio: %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	bw := bufio.NewWriter(f)
+	if err = png.Encode(bw, m); err != nil {
+		return fmt.Errorf("imageio: %s: encode: %w", path, err)
+	}
+	if err = bw.Flush(); err != nil {
+		return fmt.Errorf("imageio: %s: write: %w", path, err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("imageio: %s: sync: %w", path, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("imageio: %s: close: %w", path, err)
+	}
+	// CreateTemp makes the file owner-only; a preview is an ordinary file.
+	if err = os.Chmod(tmp, 0o644); err != nil {
+		return fmt.Errorf("imageio: %s: %w", path, err)
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("imageio: %s: %w", path, err)
+	}
+	return nil
+}
+
+func quantize(v float32) uint8 {
+	if !(v > 0) { // also NaN
+		return 0
+	}
+	if v >= 1 {
+		return 255
+	}
+	return uint8(math.Floor(float64(v)*255 + 0.5))
+}
