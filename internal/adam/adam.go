@@ -3,6 +3,7 @@ package adam
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
@@ -106,8 +107,13 @@ type Optimizer struct {
 	// leaves alone (bias correction follows time, as in sparse Adam).
 	Steps [NumGroups]int64
 
-	cfg Config
+	cfg     Config
+	workers int
 }
+
+// SetWorkers sets how many goroutines Step uses (results do not depend on
+// it: every element is updated on its own).
+func (o *Optimizer) SetWorkers(n int) { o.workers = n }
 
 // New returns an optimizer for n splats with zero moments.
 func New(cfg Config, n int) (*Optimizer, error) {
@@ -297,53 +303,76 @@ func (o *Optimizer) stepGroup(grp Group, params, grads *splat.Gaussians, lr floa
 	hasMin, hasMax := !isNaN(gc.Min), !isNaN(gc.Max)
 
 	n := len(p) / stride
-	for i := range n {
-		if visible != nil && !visible[i] {
+	// Elements are independent: split the splats into contiguous chunks, one
+	// per worker, each with its own counts, summed in chunk order.
+	workers := max(o.workers, 1)
+	if n < 4096 {
+		workers = 1
+	}
+	chunk := (n + workers - 1) / workers
+	parts := make([]GroupStats, workers)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		lo, hi := w*chunk, min((w+1)*chunk, n)
+		if lo >= hi {
 			continue
 		}
-		base := i*stride + off
-		for k := base; k < base+width; k++ {
-			g := gr[k]
-			if !(g > -gradLimit && g < gradLimit) { // NaN, ±Inf, or g² would overflow
-				g = 0
-				st.NonFiniteGrads++
-			}
-			if gc.Clip > 0 {
-				if g > gc.Clip {
-					g = gc.Clip
-					st.ClippedGrads++
-				} else if g < -gc.Clip {
-					g = -gc.Clip
-					st.ClippedGrads++
+		wg.Add(1)
+		go func(st *GroupStats) {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				if visible != nil && !visible[i] {
+					continue
+				}
+				base := i*stride + off
+				for k := base; k < base+width; k++ {
+					g := gr[k]
+					if !(g > -gradLimit && g < gradLimit) { // NaN, ±Inf, or g² would overflow
+						g = 0
+						st.NonFiniteGrads++
+					}
+					if gc.Clip > 0 {
+						if g > gc.Clip {
+							g = gc.Clip
+							st.ClippedGrads++
+						} else if g < -gc.Clip {
+							g = -gc.Clip
+							st.ClippedGrads++
+						}
+					}
+					m := b1*md[k] + c1*g
+					v := b2*vd[k] + c2*(g*g)
+					md[k], vd[k] = m, v
+					u := -stepSize * m / (float32(math.Sqrt(float64(v)))*invSqrtBc2 + eps)
+					if gc.MaxUpdate > 0 {
+						if u > gc.MaxUpdate {
+							u = gc.MaxUpdate
+							st.ClampedUpdates++
+						} else if u < -gc.MaxUpdate {
+							u = -gc.MaxUpdate
+							st.ClampedUpdates++
+						}
+					}
+					x := p[k] + u
+					if !isFinite(u) || !isFinite(x) {
+						st.SkippedUpdates++
+						continue
+					}
+					if hasMin && x < gc.Min {
+						x = gc.Min
+						st.BoundedValues++
+					} else if hasMax && x > gc.Max {
+						x = gc.Max
+						st.BoundedValues++
+					}
+					p[k] = x
 				}
 			}
-			m := b1*md[k] + c1*g
-			v := b2*vd[k] + c2*(g*g)
-			md[k], vd[k] = m, v
-			u := -stepSize * m / (float32(math.Sqrt(float64(v)))*invSqrtBc2 + eps)
-			if gc.MaxUpdate > 0 {
-				if u > gc.MaxUpdate {
-					u = gc.MaxUpdate
-					st.ClampedUpdates++
-				} else if u < -gc.MaxUpdate {
-					u = -gc.MaxUpdate
-					st.ClampedUpdates++
-				}
-			}
-			x := p[k] + u
-			if !isFinite(u) || !isFinite(x) {
-				st.SkippedUpdates++
-				continue
-			}
-			if hasMin && x < gc.Min {
-				x = gc.Min
-				st.BoundedValues++
-			} else if hasMax && x > gc.Max {
-				x = gc.Max
-				st.BoundedValues++
-			}
-			p[k] = x
-		}
+		}(&parts[w])
+	}
+	wg.Wait()
+	for _, ps := range parts {
+		st.add(ps)
 	}
 	return st
 }

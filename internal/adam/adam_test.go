@@ -805,3 +805,40 @@ func FuzzStep(f *testing.F) {
 		}
 	})
 }
+
+// The update does not depend on the number of workers, with a visibility
+// mask and non-finite gradients mixed in, above the parallel threshold.
+func TestWorkersGiveIdenticalResults(t *testing.T) {
+	const n = 10000
+	vis := make([]bool, n)
+	for i := range vis {
+		vis[i] = i%3 != 0
+	}
+	var ref *splat.Gaussians
+	var refStats Stats
+	for _, w := range []int{1, 2, 3, 8} {
+		o := newOpt(t, testConfig(), n)
+		o.SetWorkers(w)
+		p := randGaussians(n, seedParams, 1)
+		var st Stats
+		for step := range 3 {
+			g := randGaussians(n, seedGrads+uint64(step), 0.1)
+			g.Means[7] = float32(math.NaN())
+			st = mustStep(t, o, p, g, testLRs, vis)
+		}
+		if ref == nil {
+			ref, refStats = p, st
+			continue
+		}
+		if st != refStats {
+			t.Fatalf("workers %d: stats %+v, want %+v", w, st, refStats)
+		}
+		for fi, f := range p.Fields() {
+			for j, x := range f.Data {
+				if math.Float32bits(x) != math.Float32bits(ref.Fields()[fi].Data[j]) {
+					t.Fatalf("workers %d: %s[%d] = %v, want %v", w, f.Name, j, x, ref.Fields()[fi].Data[j])
+				}
+			}
+		}
+	}
+}

@@ -35,7 +35,7 @@ func New(set engine.Settings, g *splat.Gaussians) (*Engine, error) {
 	if err := g.Validate(); err != nil {
 		return nil, fmt.Errorf("cpu: %w", err)
 	}
-	opt, err := newOptimizer(set.Adam, g.Len())
+	opt, err := newOptimizer(set.Adam, g.Len(), max(set.Workers, 1))
 	if err != nil {
 		return nil, err
 	}

@@ -22,11 +22,12 @@ func adamConfig(s engine.AdamSettings) adam.Config {
 	return c
 }
 
-func newOptimizer(s engine.AdamSettings, n int) (*optimizer, error) {
+func newOptimizer(s engine.AdamSettings, n, workers int) (*optimizer, error) {
 	o, err := adam.New(adamConfig(s), n)
 	if err != nil {
 		return nil, fmt.Errorf("cpu: %w", err)
 	}
+	o.SetWorkers(workers)
 	return &optimizer{o: o}, nil
 }
 
