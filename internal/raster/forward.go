@@ -1,0 +1,198 @@
+package raster
+
+import "github.com/rlxsplat/rlxsplat/internal/prep"
+
+// Render blends every tile's splats front to back (design.md §5 step 4) into
+// out, resizing out's slices as needed. Per pixel (centre (x+½, y+½)) and per
+// list entry: a splat whose alpha is below AlphaMin is skipped; one whose
+// blending would take the transmittance T below TerminateT is not blended
+// and the pixel is finished; otherwise it adds colour·alpha·T and T becomes
+// T·(1−alpha). The pixel's value is Σ cᵢαᵢTᵢ + T·Background.
+//
+// The loops run splat-outer, pixel-inner over one tile at a time, so a
+// splat's data is loaded once per tile and the tile's pixel state stays in
+// cache; each splat visits only the pixels of its footprint: for EWA the
+// ellipse where its alpha can reach AlphaMin, computed here from the conic;
+// for the ray model, when AlphaMin ≥ prep.AlphaMin, prep's footprint
+// (BoundCenter, BoundQ: where alpha can reach prep.AlphaMin — the same
+// footprint the binning trusts; a zero BoundQ means "no footprint, visit the
+// whole tile").
+func (r *Rasterizer[F]) Render(f *Frame[F], out *Forward[F]) error {
+	pl, err := check(f)
+	if err != nil {
+		return err
+	}
+	if out == nil {
+		return errNilOut
+	}
+	npx := f.Width * f.Height
+	out.Image = resize(out.Image, npx*3)
+	out.FinalT = resize(out.FinalT, npx)
+	out.Count = resize(out.Count, npx)
+	ray := f.Proj.Model == prep.Ray
+	r.run(f, pl.workers, func(w *worker[F], _ int, t int) {
+		if ray {
+			w.renderRay(f, &pl, t, out)
+		} else {
+			w.renderEWA(f, &pl, t, out)
+		}
+	})
+	return nil
+}
+
+// startTile resets the per-pixel forward state of a tile with np pixels.
+func (w *worker[F]) startTile(np int) {
+	t, cr, cg, cb := w.t[:np], w.cr[:np], w.cg[:np], w.cb[:np]
+	cnt, hits, done := w.cnt[:np], w.hits[:np], w.done[:np]
+	for i := range t {
+		t[i] = 1
+		cr[i], cg[i], cb[i] = 0, 0, 0
+		cnt[i], hits[i] = 0, 0
+		done[i] = false
+	}
+}
+
+// blend applies a splat with the given alpha to tile pixel i, the k-th entry
+// of the tile's list, and reports whether the pixel is now finished.
+func (w *worker[F]) blend(i int, alpha F, col *[3]F, k int, maxHits int32) bool {
+	t := w.t[i]
+	tn := t * (1 - alpha)
+	if tn < TerminateT {
+		w.done[i] = true
+		return true
+	}
+	wt := alpha * t
+	w.cr[i] += wt * col[0]
+	w.cg[i] += wt * col[1]
+	w.cb[i] += wt * col[2]
+	w.t[i] = tn
+	w.cnt[i] = int32(k + 1)
+	w.hits[i]++
+	if w.hits[i] == maxHits {
+		w.done[i] = true
+		return true
+	}
+	return false
+}
+
+// finishTile writes the tile's pixels to out.
+func (w *worker[F]) finishTile(f *Frame[F], x0, y0, x1, y1 int, out *Forward[F]) {
+	tw := x1 - x0
+	bg := f.Background
+	for y := y0; y < y1; y++ {
+		for x := x0; x < x1; x++ {
+			i := (y-y0)*tw + x - x0
+			o := y*f.Width + x
+			t := w.t[i]
+			out.Image[3*o] = w.cr[i] + t*bg[0]
+			out.Image[3*o+1] = w.cg[i] + t*bg[1]
+			out.Image[3*o+2] = w.cb[i] + t*bg[2]
+			out.FinalT[o] = t
+			out.Count[o] = w.cnt[i]
+		}
+	}
+}
+
+func (w *worker[F]) renderEWA(f *Frame[F], pl *plan[F], tile int, out *Forward[F]) {
+	x0, y0, x1, y1 := tileRect(f.Lists, f.Width, f.Height, tile)
+	tw := x1 - x0
+	np := tw * (y1 - y0)
+	w.startTile(np)
+	alive := np
+	done := w.done[:np]
+	amin := pl.amin
+	ids := f.Lists.IDs[f.Lists.Offsets[tile]:f.Lists.Offsets[tile+1]]
+	for k, id := range ids {
+		s, ok := loadEWA(f.Proj, id, amin)
+		if !ok {
+			continue
+		}
+		ylo, yhi := s.crop.rows(y0, y1)
+		for y := ylo; y < yhi; y++ {
+			xlo, xhi := s.crop.span(y, x0, x1)
+			if xlo >= xhi {
+				continue
+			}
+			_, hb, hc := ewaRow(&s, y)
+			row := (y-y0)*tw - x0
+			for x := xlo; x < xhi; x++ {
+				i := row + x
+				if done[i] {
+					continue
+				}
+				_, power := ewaPower(&s, hb, hc, x)
+				if !(power >= s.pcut) || power > 0 {
+					continue
+				}
+				alpha, _, _ := alphaOf(s.o, power)
+				if !(alpha >= amin) {
+					continue
+				}
+				if w.blend(i, alpha, &s.col, k, pl.cap) {
+					alive--
+				}
+			}
+		}
+		if alive == 0 {
+			break
+		}
+	}
+	w.finishTile(f, x0, y0, x1, y1, out)
+}
+
+// loadRays gathers the tile's ray directions into the worker's scratch.
+func (w *worker[F]) loadRays(f *Frame[F], x0, y0, x1, y1 int) {
+	tw := x1 - x0
+	for y := y0; y < y1; y++ {
+		for x := x0; x < x1; x++ {
+			i := (y-y0)*tw + x - x0
+			o := 3 * (y*f.Width + x)
+			w.rx[i], w.ry[i], w.rz[i] = f.Rays[o], f.Rays[o+1], f.Rays[o+2]
+		}
+	}
+}
+
+func (w *worker[F]) renderRay(f *Frame[F], pl *plan[F], tile int, out *Forward[F]) {
+	x0, y0, x1, y1 := tileRect(f.Lists, f.Width, f.Height, tile)
+	tw := x1 - x0
+	np := tw * (y1 - y0)
+	w.startTile(np)
+	w.loadRays(f, x0, y0, x1, y1)
+	alive := np
+	done := w.done[:np]
+	rx, ry, rz := w.rx[:np], w.ry[:np], w.rz[:np]
+	amin := pl.amin
+	ids := f.Lists.IDs[f.Lists.Offsets[tile]:f.Lists.Offsets[tile+1]]
+	for k, id := range ids {
+		s, ok := loadRay(f.Proj, id, amin, pl.crop)
+		if !ok {
+			continue
+		}
+		ylo, yhi := s.crop.rows(y0, y1)
+		for y := ylo; y < yhi; y++ {
+			xlo, xhi := s.crop.span(y, x0, x1)
+			row := (y-y0)*tw - x0
+			for x := xlo; x < xhi; x++ {
+				i := row + x
+				if done[i] {
+					continue
+				}
+				w0, w1, w2, _, ok := rayPerp(&s, rx[i], ry[i], rz[i])
+				if !ok {
+					continue
+				}
+				alpha, _, _ := alphaOf(s.o, rayPower(w0, w1, w2))
+				if !(alpha >= amin) {
+					continue
+				}
+				if w.blend(i, alpha, &s.col, k, pl.cap) {
+					alive--
+				}
+			}
+		}
+		if alive == 0 {
+			break
+		}
+	}
+	w.finishTile(f, x0, y0, x1, y1, out)
+}
