@@ -1,0 +1,119 @@
+package driver
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"io/fs"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Source is a kernel translation unit as the runtime compiler sees it.
+type Source struct {
+	// Name is the file name used in compiler messages, e.g. "raster_fwd.cu"; it also names the
+	// prebuilt fallback image (raster_fwd.ptx).
+	Name string
+	// Code is the unit's text.
+	Code string
+	// Headers maps an include name (as written in `#include "name"`) to its text.
+	Headers map[string]string
+	// Options are extra compiler options (e.g. "-DFOO=1"); the backend adds its own.
+	Options []string
+}
+
+// Hash is the hex SHA-256 of everything that defines the unit: name, code, headers (sorted by
+// name) and options, each length-prefixed so that no two different sources collide by
+// concatenation. It keys the kernel cache and is recorded in prebuilt PTX to detect staleness.
+func (s Source) Hash() string {
+	h := sha256.New()
+	writeField(h, "rlxsplat-source-v1")
+	writeField(h, s.Name)
+	writeField(h, s.Code)
+	names := make([]string, 0, len(s.Headers))
+	for n := range s.Headers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	writeCount(h, len(names))
+	for _, n := range names {
+		writeField(h, n)
+		writeField(h, s.Headers[n])
+	}
+	writeCount(h, len(s.Options))
+	for _, o := range s.Options {
+		writeField(h, o)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func writeField(h hash.Hash, s string) {
+	writeCount(h, len(s))
+	h.Write([]byte(s))
+}
+
+func writeCount(h hash.Hash, n int) {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(n))
+	h.Write(b[:])
+}
+
+var includeRe = regexp.MustCompile(`^\s*#\s*include\s+"([^"]+)"`)
+
+// maxIncludeDepth bounds include recursion so that a cycle is reported instead of looping.
+const maxIncludeDepth = 16
+
+// SourceFromFS reads the unit name from fsys together with every header it includes with
+// `#include "..."` (recursively, paths relative to the including file's directory). A missing
+// header is an error naming the including file and line. Angle-bracket includes are left to
+// the compiler.
+func SourceFromFS(fsys fs.FS, name string) (Source, error) {
+	code, err := fs.ReadFile(fsys, name)
+	if err != nil {
+		return Source{}, fmt.Errorf("gpu: read kernel source %s: %w", name, err)
+	}
+	src := Source{Name: path.Base(name), Code: string(code), Headers: map[string]string{}}
+	if err := collectIncludes(fsys, name, string(code), src.Headers, 0); err != nil {
+		return Source{}, err
+	}
+	if len(src.Headers) == 0 {
+		src.Headers = nil
+	}
+	return src, nil
+}
+
+func collectIncludes(fsys fs.FS, file, code string, out map[string]string, depth int) error {
+	if depth > maxIncludeDepth {
+		return fmt.Errorf("gpu: kernel source %s: includes nested deeper than %d (a cycle?)", file, maxIncludeDepth)
+	}
+	sc := bufio.NewScanner(strings.NewReader(code))
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	for line := 1; sc.Scan(); line++ {
+		m := includeRe.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		inc := m[1]
+		if _, seen := out[inc]; seen {
+			continue
+		}
+		p := path.Join(path.Dir(file), inc)
+		text, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return fmt.Errorf("gpu: kernel source %s:%d: include %q: %w", file, line, inc, err)
+		}
+		out[inc] = string(text)
+		if err := collectIncludes(fsys, p, string(text), out, depth+1); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("gpu: kernel source %s: %w", file, err)
+	}
+	return nil
+}

@@ -1,0 +1,79 @@
+package driver
+
+import (
+	"strings"
+	"testing"
+	"testing/fstest"
+)
+
+func TestSourceHashChangesWithEveryPart(t *testing.T) {
+	base := Source{Name: "a.cu", Code: "k", Headers: map[string]string{"h.h": "x"}, Options: []string{"-DA"}}
+	variants := map[string]Source{
+		"name":         {Name: "b.cu", Code: "k", Headers: map[string]string{"h.h": "x"}, Options: []string{"-DA"}},
+		"code":         {Name: "a.cu", Code: "k2", Headers: map[string]string{"h.h": "x"}, Options: []string{"-DA"}},
+		"header text":  {Name: "a.cu", Code: "k", Headers: map[string]string{"h.h": "y"}, Options: []string{"-DA"}},
+		"header name":  {Name: "a.cu", Code: "k", Headers: map[string]string{"g.h": "x"}, Options: []string{"-DA"}},
+		"option":       {Name: "a.cu", Code: "k", Headers: map[string]string{"h.h": "x"}, Options: []string{"-DB"}},
+		"no option":    {Name: "a.cu", Code: "k", Headers: map[string]string{"h.h": "x"}},
+		"concat shift": {Name: "a.c", Code: "uk", Headers: map[string]string{"h.h": "x"}, Options: []string{"-DA"}},
+	}
+	h0 := base.Hash()
+	if len(h0) != 64 {
+		t.Fatalf("hash %q is not hex sha256", h0)
+	}
+	for name, v := range variants {
+		if v.Hash() == h0 {
+			t.Errorf("changing the %s does not change the hash", name)
+		}
+	}
+	// Header map order must not matter.
+	a := Source{Name: "a.cu", Headers: map[string]string{"1": "a", "2": "b", "3": "c"}}
+	b := Source{Name: "a.cu", Headers: map[string]string{"3": "c", "1": "a", "2": "b"}}
+	if a.Hash() != b.Hash() {
+		t.Error("hash depends on map order")
+	}
+}
+
+func TestSourceFromFS(t *testing.T) {
+	fsys := fstest.MapFS{
+		"k.cu":        {Data: []byte("#include \"prelude.h\"\n  #  include \"consts.h\"\n#include <cuda_fp16.h>\nextern \"C\" __global__ void k() {}\n")},
+		"prelude.h":   {Data: []byte("#pragma once\n#include \"consts.h\"\n")},
+		"consts.h":    {Data: []byte("#define TILE 16\n")},
+		"unused.h":    {Data: []byte("never included")},
+		"broken.cu":   {Data: []byte("// line 1\n#include \"missing.h\"\n")},
+		"loop.cu":     {Data: []byte("#include \"loop_a.h\"\n")},
+		"loop_a.h":    {Data: []byte("#include \"loop_b.h\"\n")},
+		"loop_b.h":    {Data: []byte("#include \"loop_a.h\"\n")},
+		"sub/x.cu":    {Data: []byte("#include \"y.h\"\n")},
+		"sub/y.h":     {Data: []byte("y")},
+		"plain.cu":    {Data: []byte("extern \"C\" __global__ void p() {}\n")},
+		"selftest.cu": {Data: []byte("x")},
+	}
+	src, err := SourceFromFS(fsys, "k.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.Name != "k.cu" || len(src.Headers) != 2 || src.Headers["consts.h"] != "#define TILE 16\n" || src.Headers["prelude.h"] == "" {
+		t.Fatalf("got %+v", src)
+	}
+	if _, ok := src.Headers["unused.h"]; ok {
+		t.Error("picked up a header that is not included")
+	}
+	// A header cycle terminates (each name is read once) instead of recursing forever.
+	if _, err := SourceFromFS(fsys, "loop.cu"); err != nil {
+		t.Fatalf("cycle: %v", err)
+	}
+	if s, err := SourceFromFS(fsys, "sub/x.cu"); err != nil || s.Name != "x.cu" || s.Headers["y.h"] != "y" {
+		t.Fatalf("subdir: %+v, %v", s, err)
+	}
+	if s, err := SourceFromFS(fsys, "plain.cu"); err != nil || s.Headers != nil {
+		t.Fatalf("plain: %+v, %v", s, err)
+	}
+	_, err = SourceFromFS(fsys, "broken.cu")
+	if err == nil || !strings.Contains(err.Error(), "broken.cu:2") || !strings.Contains(err.Error(), "missing.h") {
+		t.Fatalf("missing include: err = %v, want file:line and header name", err)
+	}
+	if _, err := SourceFromFS(fsys, "nope.cu"); err == nil || !strings.Contains(err.Error(), "nope.cu") {
+		t.Fatalf("missing unit: err = %v", err)
+	}
+}

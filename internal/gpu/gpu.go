@@ -1,0 +1,254 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"unsafe"
+
+	"github.com/rlxsplat/rlxsplat/internal/gpu/cuda"
+	"github.com/rlxsplat/rlxsplat/internal/gpu/driver"
+	"github.com/rlxsplat/rlxsplat/internal/gpu/metal"
+	"github.com/rlxsplat/rlxsplat/shaders"
+)
+
+// The device layer's types, defined in internal/gpu/driver so that the backends can share
+// them; see there for their documentation.
+type (
+	Device       = driver.Device
+	Buffer       = driver.Buffer
+	Module       = driver.Module
+	Kernel       = driver.Kernel
+	Event        = driver.Event
+	Graph        = driver.Graph
+	Dim3         = driver.Dim3
+	Arg          = driver.Arg
+	Source       = driver.Source
+	Info         = driver.Info
+	ModuleInfo   = driver.ModuleInfo
+	Options      = driver.Options
+	OOMError     = driver.OOMError
+	CompileError = driver.CompileError
+	Diagnostic   = driver.Diagnostic
+)
+
+// Sentinel errors (see package driver).
+var (
+	ErrNoDevice      = driver.ErrNoDevice
+	ErrNoDriver      = driver.ErrNoDriver
+	ErrNoCompiler    = driver.ErrNoCompiler
+	ErrOutOfMemory   = driver.ErrOutOfMemory
+	ErrClosed        = driver.ErrClosed
+	ErrUnsupported   = driver.ErrUnsupported
+	ErrForeignHandle = driver.ErrForeignHandle
+)
+
+// Ptr passes the device address of b to a kernel.
+func Ptr(b Buffer) Arg { return driver.Ptr(b) }
+
+// PtrAt passes the device address of b plus off bytes.
+func PtrAt(b Buffer, off int) Arg { return driver.PtrAt(b, off) }
+
+// U32 passes an unsigned 32-bit integer.
+func U32(v uint32) Arg { return driver.U32(v) }
+
+// I32 passes a signed 32-bit integer.
+func I32(v int32) Arg { return driver.I32(v) }
+
+// F32 passes a 32-bit float.
+func F32(v float32) Arg { return driver.F32(v) }
+
+// U64 passes an unsigned 64-bit integer.
+func U64(v uint64) Arg { return driver.U64(v) }
+
+// Bytes passes a by-value struct given as its little-endian bytes, C padding included.
+func Bytes(structBytes []byte) Arg { return driver.Bytes(structBytes) }
+
+// BlocksFor is the 1-D grid that covers n threads with blocks of per threads.
+func BlocksFor(n, per uint32) Dim3 { return Dim3{(n + per - 1) / per, 1, 1} }
+
+// IsUnavailable reports whether err means there is no usable GPU (no device or no driver),
+// the case in which `device: auto` falls back to the CPU engine.
+func IsUnavailable(err error) bool { return errors.Is(err, ErrNoDevice) }
+
+// Backend kinds accepted by Open.
+const (
+	KindAuto  = "auto"
+	KindCUDA  = "cuda"
+	KindMetal = "metal"
+)
+
+// Environment variables read by OptionsFromEnv.
+const (
+	EnvNoNVRTC     = "RLXSPLAT_NO_NVRTC"
+	EnvDebug       = "RLXSPLAT_GPU_DEBUG"
+	EnvKernelCache = "RLXSPLAT_KERNEL_CACHE"
+)
+
+// Open opens a device of the given kind ("auto", "cuda", "metal") with options from the
+// environment. With "auto" it tries CUDA, then Metal; if neither has a device the error
+// satisfies errors.Is(err, ErrNoDevice) and joins each backend's reason.
+func Open(kind string) (Device, error) {
+	o, err := OptionsFromEnv(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	return OpenWith(kind, o)
+}
+
+// OpenWith is Open with explicit options. A nil o.PTX means the PTX embedded from shaders/ptx.
+func OpenWith(kind string, o Options) (Device, error) {
+	if o.PTX == nil {
+		o.PTX = shaders.PTX()
+	}
+	switch strings.ToLower(kind) {
+	case KindCUDA:
+		return openCUDA(o)
+	case KindMetal:
+		return openMetal(o)
+	case KindAuto, "":
+		d, cerr := openCUDA(o)
+		if cerr == nil {
+			return d, nil
+		}
+		if !errors.Is(cerr, ErrNoDevice) {
+			return nil, cerr // a GPU is there but broken: say so rather than hide it
+		}
+		d, merr := openMetal(o)
+		if merr == nil {
+			return d, nil
+		}
+		if !errors.Is(merr, ErrNoDevice) {
+			return nil, merr
+		}
+		return nil, fmt.Errorf("gpu: no GPU found (device: auto):\n%w", errors.Join(cerr, merr))
+	}
+	return nil, fmt.Errorf("gpu: unknown device kind %q (want %q, %q or %q)", kind, KindAuto, KindCUDA, KindMetal)
+}
+
+// The backends return concrete pointers; convert here so that a nil pointer never becomes a
+// non-nil interface.
+func openCUDA(o Options) (Device, error) {
+	d, err := cuda.Open(o)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func openMetal(o Options) (Device, error) {
+	d, err := metal.Open(o)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// OptionsFromEnv reads RLXSPLAT_NO_NVRTC, RLXSPLAT_GPU_DEBUG and RLXSPLAT_KERNEL_CACHE through
+// getenv. Boolean variables accept 1/0, true/false, yes/no, on/off (empty = off); anything else
+// is an error naming the variable.
+func OptionsFromEnv(getenv func(string) string) (Options, error) {
+	var o Options
+	var err error
+	if o.NoCompiler, err = envBool(getenv, EnvNoNVRTC); err != nil {
+		return o, err
+	}
+	if o.Debug, err = envBool(getenv, EnvDebug); err != nil {
+		return o, err
+	}
+	o.CacheDir = getenv(EnvKernelCache)
+	return o, nil
+}
+
+func envBool(getenv func(string) string, key string) (bool, error) {
+	switch v := strings.ToLower(strings.TrimSpace(getenv(key))); v {
+	case "", "0", "false", "no", "off":
+		return false, nil
+	case "1", "true", "yes", "on":
+		return true, nil
+	default:
+		return false, fmt.Errorf("gpu: environment variable %s=%q: want 1/0, true/false, yes/no or on/off", key, v)
+	}
+}
+
+// CompileFile reads the unit name (and the headers it includes) from fsys and compiles it.
+func CompileFile(d Device, fsys fs.FS, name string) (Module, error) {
+	src, err := driver.SourceFromFS(fsys, name)
+	if err != nil {
+		return nil, err
+	}
+	return d.Compile(src)
+}
+
+// CompileShader compiles one of the embedded kernel units in shaders/, e.g. "selftest.cu".
+func CompileShader(d Device, name string) (Module, error) {
+	return CompileFile(d, shaders.Sources(), name)
+}
+
+// SourceFromFS reads a kernel unit and its included headers (see driver.SourceFromFS).
+func SourceFromFS(fsys fs.FS, name string) (Source, error) { return driver.SourceFromFS(fsys, name) }
+
+// Elem is an element type that typed transfers accept: fixed-size numbers, laid out on the
+// device exactly as in Go memory (every supported host is little-endian, like the GPUs).
+type Elem interface {
+	~int8 | ~uint8 | ~int16 | ~uint16 | ~int32 | ~uint32 | ~int64 | ~uint64 | ~float32 | ~float64
+}
+
+func asBytes[T Elem](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(s[0])))
+}
+
+func elemOffset[T Elem](elemOff int) (int, error) {
+	var zero T
+	if elemOff < 0 {
+		return 0, fmt.Errorf("gpu: negative element offset %d", elemOff)
+	}
+	return elemOff * int(unsafe.Sizeof(zero)), nil
+}
+
+// AllocSlice allocates room for n elements of T.
+func AllocSlice[T Elem](d Device, n int) (Buffer, error) {
+	var zero T
+	if n < 0 {
+		return nil, fmt.Errorf("gpu: alloc %d elements: negative count", n)
+	}
+	return d.Alloc(n * int(unsafe.Sizeof(zero)))
+}
+
+// UploadSlice copies src into dst starting at element elemOff.
+func UploadSlice[T Elem](d Device, dst Buffer, elemOff int, src []T) error {
+	off, err := elemOffset[T](elemOff)
+	if err != nil {
+		return err
+	}
+	return d.Upload(dst, off, asBytes(src))
+}
+
+// DownloadSlice fills dst from src starting at element elemOff.
+func DownloadSlice[T Elem](d Device, dst []T, src Buffer, elemOff int) error {
+	off, err := elemOffset[T](elemOff)
+	if err != nil {
+		return err
+	}
+	return d.Download(asBytes(dst), src, off)
+}
+
+// UploadF32 copies src to the start of dst.
+func UploadF32(d Device, dst Buffer, src []float32) error { return UploadSlice(d, dst, 0, src) }
+
+// DownloadF32 fills dst from the start of src.
+func DownloadF32(d Device, dst []float32, src Buffer) error { return DownloadSlice(d, dst, src, 0) }
+
+// UploadU32 copies src to the start of dst.
+func UploadU32(d Device, dst Buffer, src []uint32) error { return UploadSlice(d, dst, 0, src) }
+
+// DownloadU32 fills dst from the start of src.
+func DownloadU32(d Device, dst []uint32, src Buffer) error { return DownloadSlice(d, dst, src, 0) }
+
+// Zero clears the whole buffer.
+func Zero(d Device, b Buffer) error { return d.Memset(b, 0, b.Size(), 0) }
