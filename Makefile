@@ -1,0 +1,66 @@
+# rlxsplat — thin targets over the go tool (style.md §6.15).
+GO      ?= go
+BIN     := bin/rlxsplat
+GPUTEST := bin/gputest
+
+.PHONY: all build test test-short test-gpu vet lint fuzz demo bench parity clean tools
+
+all: build
+
+## build: the single static binary (no cgo: purego loads libcuda at run time)
+build:
+	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/rlxsplat
+
+## test: every test; GPU tests skip here with the reason
+test:
+	$(GO) test ./...
+
+test-short:
+	$(GO) test -short ./...
+
+## test-gpu: test binaries for the GPU machine (run bin/gputest/run.sh there)
+test-gpu:
+	@mkdir -p $(GPUTEST)
+	@for p in $$($(GO) list ./internal/gpu/... ./internal/fused/... 2>/dev/null); do \
+		n=$$(basename $$p); \
+		CGO_ENABLED=0 $(GO) test -c -o $(GPUTEST)/$$n.test $$p || exit 1; \
+	done
+	CGO_ENABLED=0 $(GO) build -o $(GPUTEST)/rlxsplat ./cmd/rlxsplat
+	@echo "built $(GPUTEST)/"
+
+## vet: go vet for this platform, linux/amd64 and darwin/arm64 (the Metal host code)
+vet:
+	$(GO) vet ./...
+	GOOS=linux GOARCH=amd64 CGO_ENABLED=0 $(GO) vet ./...
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) vet ./...
+
+## lint: gofmt, plus staticcheck when installed
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "✗ gofmt:"; echo "$$out"; exit 1; else echo "✓ gofmt"; fi
+	@if command -v staticcheck >/dev/null; then staticcheck ./... && echo "✓ staticcheck"; else echo "✗ staticcheck not installed (skipped)"; fi
+
+## fuzz: every parser's fuzzer for FUZZTIME each (default 60s)
+FUZZTIME ?= 60s
+fuzz:
+	@for pkg in ./internal/io/ply ./internal/io/colmap ./internal/io/nerf ./internal/io/imageio ./internal/io/ckpt; do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep ^Fuzz); do \
+			echo "== $$pkg $$f"; \
+			$(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -parallel 1 || exit 1; \
+		done; \
+	done
+
+## demo: train the built-in demo scene with the fast config
+demo: build
+	$(BIN) train --config fast --out out/demo
+
+## bench: CPU step timings on the demo scene, and the Go benchmarks
+bench: build
+	$(BIN) bench
+	$(GO) test -run '^$$' -bench . -benchtime 5x ./internal/engine/cpu ./internal/raster ./internal/loss
+
+## parity: every gradient against finite differences (and GPU engines against the CPU)
+parity: build
+	$(BIN) parity
+
+clean:
+	rm -rf bin out

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rlxsplat/rlxsplat/internal/app"
+	"github.com/rlxsplat/rlxsplat/internal/config"
+	"github.com/rlxsplat/rlxsplat/internal/io/dataset"
+	"github.com/rlxsplat/rlxsplat/internal/io/imageio"
+	"github.com/rlxsplat/rlxsplat/internal/io/ply"
+	"github.com/rlxsplat/rlxsplat/internal/loss"
+	"github.com/rlxsplat/rlxsplat/internal/splat"
+	"github.com/rlxsplat/rlxsplat/internal/train"
+)
+
+type renderOptions struct {
+	cf     configFlags
+	ply    string
+	ckpt   string
+	split  string
+	orbit  int
+	outDir string
+}
+
+func newRenderCmd(s *streams, runF func(*renderOptions, *config.Config) error) *cobra.Command {
+	o := &renderOptions{}
+	cmd := &cobra.Command{
+		Use:   "render (--ply FILE | --ckpt FILE) [flags]",
+		Short: "Render a trained PLY or checkpoint for a dataset's views or an orbit",
+		Long: `Render draws a trained scene for the views of a dataset (--data) and writes
+one PNG per view; where the views have photos it prints PSNR and SSIM per view
+and their mean. With --orbit N it renders N frames on a circle around the scene
+instead (the dataset's cameras set the circle).`,
+		Example: `  rlxsplat render --ply out/point_cloud.ply --data ../shared/data/duck --downscale 2
+  rlxsplat render --ckpt out/checkpoints/step-07000.ckpt --orbit 60`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if (o.ply == "") == (o.ckpt == "") {
+				return usageError{fmt.Errorf("render: give exactly one of --ply and --ckpt")}
+			}
+			if o.ckpt != "" && o.cf.file == "" {
+				yaml, err := train.CheckpointConfig(o.ckpt)
+				if err != nil {
+					return err
+				}
+				o.cf.fileData, o.cf.fileName = yaml, o.ckpt+" (config)"
+			}
+			c, err := o.cf.load(cmd.Flags(), s)
+			if err != nil {
+				return err
+			}
+			if o.cf.printConfig {
+				fmt.Fprint(s.Out, c.Describe())
+				return nil
+			}
+			if runF != nil {
+				return runF(o, c)
+			}
+			return runRender(o, c, s)
+		},
+	}
+	fs := cmd.Flags()
+	addConfigFlags(fs, &o.cf)
+	o.cf.bindKey(fs, "data", "data.dir", "dataset directory (cameras and photos)")
+	o.cf.bindKey(fs, "downscale", "data.downscale", "divide the image size by N")
+	o.cf.bindKey(fs, "render", "model.render", "render model: ewa or ray")
+	o.cf.bindKey(fs, "device", "train.device", "device: cpu, cuda or auto")
+	fs.StringVar(&o.ply, "ply", "", "INRIA-layout PLY to render")
+	fs.StringVar(&o.ckpt, "ckpt", "", "checkpoint to render")
+	fs.StringVar(&o.split, "split", "test", "views to render: test, train or all")
+	fs.IntVar(&o.orbit, "orbit", 0, "render N frames on an orbit instead of the dataset's views")
+	fs.StringVar(&o.outDir, "out", "render", "directory for the PNGs")
+	return cmd
+}
+
+func runRender(o *renderOptions, c *config.Config, s *streams) error {
+	var g *splat.Gaussians
+	deg := c.Model.SHDegree
+	if o.ply != "" {
+		var info ply.Info
+		var err error
+		g, info, err = ply.ReadFile(o.ply)
+		if err != nil {
+			return err
+		}
+		deg = info.SHDegree
+	} else {
+		st, _, err := train.LoadCheckpoint(o.ckpt)
+		if err != nil {
+			return err
+		}
+		g = st.Params
+	}
+	if err := g.Validate(); err != nil {
+		return fmt.Errorf("render: %w", err)
+	}
+	ds, err := app.LoadDataset(c)
+	if err != nil {
+		return err
+	}
+	eng, err := app.NewEngine(c, g, func(m string) { fmt.Fprintln(s.Err, "rlxsplat:", m) })
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	if err := os.MkdirAll(o.outDir, 0o755); err != nil {
+		return fmt.Errorf("render: %w", err)
+	}
+	bg := app.Background(c)
+	if o.orbit > 0 {
+		cams := train.OrbitCameras(ds, o.orbit)
+		for i := range cams {
+			img, err := eng.Render(&cams[i], deg, bg)
+			if err != nil {
+				return err
+			}
+			path := filepath.Join(o.outDir, fmt.Sprintf("orbit_%04d.png", i))
+			if err := imageio.SavePNG(path, img, cams[i].Width, cams[i].Height); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(s.Out, "wrote %d orbit frames to %s\n", len(cams), o.outDir)
+		return nil
+	}
+	var views []dataset.View
+	switch o.split {
+	case "test":
+		views = ds.Test
+	case "train":
+		views = ds.Train
+	case "all":
+		views = append(append(views, ds.Train...), ds.Test...)
+	default:
+		return usageError{fmt.Errorf("render: --split %q is not one of test, train, all", o.split)}
+	}
+	if len(views) == 0 {
+		return fmt.Errorf("render: the dataset has no %s views", o.split)
+	}
+	tw := tabwriter.NewWriter(s.Out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "VIEW\tPSNR\tSSIM")
+	var sumP, sumS float64
+	for _, v := range views {
+		img, err := eng.Render(&v.Camera, deg, bg)
+		if err != nil {
+			return err
+		}
+		name := strings.NewReplacer("/", "_", "\\", "_").Replace(strings.TrimSuffix(v.Name, filepath.Ext(v.Name)))
+		if err := imageio.SavePNG(filepath.Join(o.outDir, name+".png"), img, v.Camera.Width, v.Camera.Height); err != nil {
+			return err
+		}
+		p, ss, err := metrics(img, v)
+		if err != nil {
+			return err
+		}
+		sumP += p
+		sumS += ss
+		fmt.Fprintf(tw, "%s\t%.3f\t%.4f\n", v.Name, p, ss)
+	}
+	n := float64(len(views))
+	fmt.Fprintf(tw, "mean (%d views)\t%.3f\t%.4f\n", len(views), sumP/n, sumS/n)
+	return tw.Flush()
+}
+
+// metrics returns PSNR and SSIM of a render against the view's photo.
+func metrics(img []float32, v dataset.View) (float64, float64, error) {
+	p, err := loss.PSNR(img, v.Image.RGB)
+	if err != nil {
+		return 0, 0, err
+	}
+	ev, err := loss.NewEvaluator(v.Camera.Width, v.Camera.Height, 1)
+	if err != nil {
+		return 0, 0, err
+	}
+	ss, err := ev.SSIM(img, v.Image.RGB)
+	return p, ss, err
+}

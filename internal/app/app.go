@@ -1,0 +1,158 @@
+// Package app wires the resolved configuration to the pieces that do the
+// work: the dataset loader (or the built-in demo scene), the engine for the
+// chosen device, and the trainer's options. The commands in cmd/rlxsplat
+// stay thin by calling it; it prints nothing and reports fallbacks through
+// a notice callback.
+package app
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+
+	"github.com/rlxsplat/rlxsplat/internal/config"
+	"github.com/rlxsplat/rlxsplat/internal/demo"
+	"github.com/rlxsplat/rlxsplat/internal/engine"
+	"github.com/rlxsplat/rlxsplat/internal/engine/cpu"
+	"github.com/rlxsplat/rlxsplat/internal/io/dataset"
+	"github.com/rlxsplat/rlxsplat/internal/loss"
+	"github.com/rlxsplat/rlxsplat/internal/prep"
+	"github.com/rlxsplat/rlxsplat/internal/splat"
+	"github.com/rlxsplat/rlxsplat/internal/train"
+)
+
+// Workers is the CPU worker count a config asks for (0 = all cores).
+func Workers(c *config.Config) int {
+	if c.Train.Threads > 0 {
+		return c.Train.Threads
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// Background is the configured background colour.
+func Background(c *config.Config) [3]float32 {
+	var bg [3]float32
+	for i := 0; i < 3 && i < len(c.Data.Background); i++ {
+		bg[i] = float32(c.Data.Background[i])
+	}
+	return bg
+}
+
+// EngineSettings maps the config to the engine's settings.
+func EngineSettings(c *config.Config) (engine.Settings, error) {
+	s := engine.DefaultSettings()
+	switch c.Model.Render {
+	case config.RenderEWA:
+		s.Render = prep.EWA
+	case config.RenderRay:
+		s.Render = prep.Ray
+	default:
+		return s, fmt.Errorf("app: model.render %q is not one of ewa, ray", c.Model.Render)
+	}
+	k, err := loss.ParseKind(string(c.Loss.Kind))
+	if err != nil {
+		return s, fmt.Errorf("app: loss.kind: %w", err)
+	}
+	s.Loss = k
+	s.SSIMLambda = float32(c.Loss.SSIMLambda)
+	s.RadiusScale = c.Model.RadiusScale
+	s.Near = c.Model.Near
+	s.Antialiased = c.Model.Antialiased
+	s.TileSize = c.Raster.TileSize
+	s.BinMode = engine.BinMode(c.Raster.BinMode)
+	s.MaxSplatSteps = c.Raster.MaxSplatSteps
+	s.Adam = engine.AdamSettings{
+		Beta1: float32(c.Optim.Beta1), Beta2: float32(c.Optim.Beta2), Eps: float32(c.Optim.Eps),
+		GradClip: float32(c.Optim.GradClip), VisibleOnly: c.Optim.VisibleOnly,
+	}
+	s.Workers = Workers(c)
+	return s, s.Validate()
+}
+
+// TrainOptions maps the config to the trainer's options. yaml is the
+// resolved config as written to out/config.yaml and the checkpoints.
+func TrainOptions(c *config.Config, yaml []byte) train.Options {
+	return train.Options{
+		Iterations: c.Train.Iterations,
+		Seed:       uint64(c.Train.Seed),
+		SHDegree:   c.Model.SHDegree, SHInterval: c.Model.SHDegreeInterval,
+		MeansLR: c.Optim.MeansLR, MeansLRFinal: c.Optim.MeansLRFinal, MeansLRSteps: c.Optim.MeansLRSteps,
+		ScalesLR: c.Optim.ScalesLR, QuatsLR: c.Optim.QuatsLR, OpacityLR: c.Optim.OpacityLR,
+		SHDCLR: c.Optim.SHDCLR, SHRestLR: c.Optim.SHRestLR,
+		Background:       Background(c),
+		RandomBackground: c.Data.RandomBackground,
+		Densify: train.DensifyOptions{
+			Enabled: c.Densify.Enabled, From: c.Densify.From, Until: c.Densify.Until, Every: c.Densify.Every,
+			GradThreshold: c.Densify.GradThreshold, PercentDense: c.Densify.PercentDense, SplitN: c.Densify.SplitCount,
+			PruneOpacity: c.Densify.PruneOpacity, ResetEvery: c.Densify.ResetEvery, MaxScreenSize: c.Densify.MaxScreenSize,
+			MaxWorldScale: c.Densify.MaxWorldScale, MaxGaussians: c.Densify.MaxGaussians,
+		},
+		InitMode: string(c.Init.Mode), InitRandomCount: c.Init.RandomCount,
+		InitOpacity: float32(c.Init.Opacity), InitRandomScale: c.Init.RandomExtent,
+		EvalSteps: c.Train.EvalSteps, LogEvery: c.Train.LogEvery,
+		PreviewEvery: c.Train.PreviewEvery, PreviewView: c.Train.PreviewView,
+		CheckpointEvery: c.Train.CheckpointEvery, KeepCheckpoints: c.Train.KeepCheckpoints,
+		OutDir: c.Output.Dir, ConfigYAML: yaml, Workers: Workers(c),
+	}
+}
+
+// LoadDataset loads the configured dataset, or generates the built-in demo
+// scene when no directory is given.
+func LoadDataset(c *config.Config) (*dataset.Dataset, error) {
+	if c.Data.Dir == "" {
+		opt := demo.DefaultOptions()
+		opt.Workers = Workers(c)
+		return demo.Generate(opt)
+	}
+	opt := dataset.DefaultOptions()
+	opt.Format = string(c.Data.Format)
+	if opt.Format == string(config.FormatAuto) {
+		opt.Format = ""
+	}
+	opt.Downscale = c.Data.Downscale
+	opt.MaxWidth = c.Data.MaxWidth
+	opt.ImagesDir = c.Data.Images
+	opt.TestEvery = c.Data.TestEvery
+	opt.Background = Background(c)
+	opt.AllowDistortion = c.Model.Render == config.RenderRay
+	opt.Workers = Workers(c)
+	return dataset.Load(c.Data.Dir, opt)
+}
+
+// ErrNoGPU reports that a GPU was asked for and none could be used.
+var ErrNoGPU = errors.New("app: no usable GPU")
+
+// NewEngine builds the engine for the configured device. With device auto
+// it falls back to the CPU engine when no GPU engine can start, and says so
+// through notice.
+func NewEngine(c *config.Config, g *splat.Gaussians, notice func(string)) (engine.Engine, error) {
+	set, err := EngineSettings(c)
+	if err != nil {
+		return nil, err
+	}
+	switch c.Train.Device {
+	case config.DeviceCPU:
+		return cpu.New(set, g)
+	case config.DeviceAuto:
+		eng, gerr := newGPUEngine(set, g)
+		if gerr == nil {
+			return eng, nil
+		}
+		if notice != nil {
+			notice(fmt.Sprintf("no GPU engine (%v): training on the CPU with %d threads", gerr, set.Workers))
+		}
+		return cpu.New(set, g)
+	default:
+		eng, err := newGPUEngine(set, g)
+		if err != nil {
+			return nil, fmt.Errorf("app: train.device %s: %w", c.Train.Device, err)
+		}
+		return eng, nil
+	}
+}
+
+// newGPUEngine starts the fused GPU engine. It does not exist yet (issue 3);
+// until it does every GPU request reports ErrNoGPU with the reason.
+func newGPUEngine(engine.Settings, *splat.Gaussians) (engine.Engine, error) {
+	return nil, fmt.Errorf("%w: the fused GPU engine is not built yet", ErrNoGPU)
+}

@@ -1,0 +1,123 @@
+// Package train drives an Engine through a whole training run: view order,
+// schedules (SH degree, learning rates), densification policy, evaluation,
+// previews, checkpoints and the final splat file (design.md §1, §6, §7).
+//
+// It never prints: progress travels as Events that the command line turns
+// into a progress bar. It never touches per-step device data: it asks the
+// engine for readouts (loss, images, statistics) when it needs them.
+package train
+
+import (
+	"fmt"
+)
+
+// Options are the trainer's settings, resolved from the config by the caller.
+type Options struct {
+	Iterations int
+	Seed       uint64
+
+	SHDegree   int // final SH degree
+	SHInterval int // +1 degree every SHInterval steps
+
+	// Learning rates. Means rates are multiplied by the scene extent.
+	MeansLR, MeansLRFinal float64
+	MeansLRSteps          int // decay horizon; 0 = Iterations
+	ScalesLR, QuatsLR     float64
+	OpacityLR             float64
+	SHDCLR, SHRestLR      float64
+
+	Background       [3]float32
+	RandomBackground bool
+
+	Densify DensifyOptions
+
+	// Init
+	InitMode        string // "sfm" | "random"
+	InitRandomCount int
+	InitOpacity     float32
+	InitRandomScale float64 // half-size of the random cube as a fraction of the extent
+
+	EvalSteps       []int
+	LogEvery        int
+	PreviewEvery    int
+	PreviewView     int
+	CheckpointEvery int
+	KeepCheckpoints int
+
+	OutDir string
+	// ConfigYAML is the resolved configuration, written to out/config.yaml
+	// and into every checkpoint.
+	ConfigYAML []byte
+	Workers    int
+}
+
+// DensifyOptions is the adaptive density control policy (the original's
+// defaults are in design.md §6).
+type DensifyOptions struct {
+	Enabled       bool
+	From, Until   int
+	Every         int
+	GradThreshold float64
+	PercentDense  float64
+	SplitN        int
+	PruneOpacity  float64
+	ResetEvery    int
+	MaxScreenSize float64
+	MaxWorldScale float64
+	MaxGaussians  int
+}
+
+// Validate reports options the trainer cannot run with.
+func (o *Options) Validate() error {
+	switch {
+	case o.Iterations < 1:
+		return fmt.Errorf("train: iterations %d < 1", o.Iterations)
+	case o.SHInterval < 1:
+		return fmt.Errorf("train: SH interval %d < 1", o.SHInterval)
+	case o.Densify.Enabled && o.Densify.Every < 1:
+		return fmt.Errorf("train: densify interval %d < 1", o.Densify.Every)
+	case o.Densify.Enabled && o.Densify.SplitN < 1:
+		return fmt.Errorf("train: split count %d < 1", o.Densify.SplitN)
+	case o.OutDir == "":
+		return fmt.Errorf("train: no output directory")
+	}
+	return nil
+}
+
+// Event is something the trainer reports while it runs.
+type Event interface{ isEvent() }
+
+// Progress is sent after every step.
+type Progress struct {
+	Step, Total int
+	Loss, PSNR  float64 // PSNR of this step's training view
+	Gaussians   int
+	StepsPerSec float64 // over the recent window
+	ElapsedSec  float64
+	SHDegree    int
+	Densified   bool
+	StageMillis map[string]float64
+}
+
+// Evaluated is sent after an evaluation over the test views.
+type Evaluated struct {
+	Step       int
+	Split      string // "test", or "train" when there is no test split
+	PSNR, SSIM float64
+	Views      int
+	Gaussians  int
+}
+
+// Notice is a one-line message for the user.
+type Notice struct{ Text string }
+
+// Saved names a file the trainer wrote.
+type Saved struct {
+	Kind string // "checkpoint", "preview", "ply", "curve", "metrics"
+	Path string
+}
+
+func (Progress) isEvent()  {}
+func (Evaluated) isEvent() {}
+func (Notice) isEvent()    {}
+func (Saved) isEvent()     {}

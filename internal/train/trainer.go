@@ -1,0 +1,471 @@
+package train
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/rlxsplat/rlxsplat/internal/adam"
+	"github.com/rlxsplat/rlxsplat/internal/engine"
+	"github.com/rlxsplat/rlxsplat/internal/io/dataset"
+	"github.com/rlxsplat/rlxsplat/internal/io/imageio"
+	"github.com/rlxsplat/rlxsplat/internal/io/ply"
+	"github.com/rlxsplat/rlxsplat/internal/loss"
+	"github.com/rlxsplat/rlxsplat/internal/splat"
+)
+
+// Trainer runs one training of an engine on a dataset.
+type Trainer struct {
+	opt Options
+	ds  *dataset.Dataset
+	eng engine.Engine
+
+	pcg *rand.PCG
+	rng *rand.Rand
+
+	step     int
+	order    []int // shuffled training-view order of the current epoch
+	orderPos int
+
+	curve   []curvePoint
+	metrics *os.File
+	emit    func(Event)
+}
+
+// curvePoint is one entry of the training curve drawn at the end.
+type curvePoint struct {
+	Step       int
+	Loss, PSNR float64
+	TestPSNR   float64 // NaN where no evaluation happened
+}
+
+// New prepares a trainer. The engine must already hold the initial
+// Gaussians (see Initial).
+func New(opt Options, ds *dataset.Dataset, eng engine.Engine) (*Trainer, error) {
+	if err := opt.Validate(); err != nil {
+		return nil, err
+	}
+	if len(ds.Train) == 0 {
+		return nil, fmt.Errorf("train: the dataset has no training views")
+	}
+	pcg := rand.NewPCG(opt.Seed, 0x5eed)
+	return &Trainer{opt: opt, ds: ds, eng: eng, pcg: pcg, rng: rand.New(pcg)}, nil
+}
+
+// Initial builds the starting Gaussians for a dataset: its SfM points, or
+// random points in a cube when asked or when it has none (the returned
+// notice says so).
+func Initial(opt Options, ds *dataset.Dataset) (*splat.Gaussians, string, error) {
+	notice := ""
+	xyz, rgb := ds.Points, ds.PointColors
+	if opt.InitMode == "random" || len(xyz) == 0 {
+		if opt.InitMode != "random" {
+			notice = fmt.Sprintf("the dataset has no SfM points: starting from %d random points", opt.InitRandomCount)
+		}
+		rng := rand.New(rand.NewPCG(opt.Seed, 0x1a17))
+		centre := cameraCentroid(ds)
+		xyz, rgb = RandomPoints(rng, opt.InitRandomCount, centre, opt.InitRandomScale*ds.Extent)
+	}
+	if len(xyz) == 0 {
+		return nil, "", engine.ErrEmpty
+	}
+	g := FromPoints(xyz, rgb, opt.InitOpacity, max(opt.Workers, 1))
+	if err := g.Validate(); err != nil {
+		return nil, "", fmt.Errorf("train: initial Gaussians: %w", err)
+	}
+	return g, notice, nil
+}
+
+// cameraCentroid is the point the cameras look at on average: the least
+// squares intersection of their optical axes, or their mean centre when the
+// axes are near parallel.
+func cameraCentroid(ds *dataset.Dataset) [3]float64 {
+	var a [3][3]float64
+	var b [3]float64
+	var mean [3]float64
+	views := append(append([]dataset.View(nil), ds.Train...), ds.Test...)
+	for _, v := range views {
+		c := v.Camera.Center()
+		d := [3]float64{v.Camera.R[2][0], v.Camera.R[2][1], v.Camera.R[2][2]} // optical axis in world
+		for i := 0; i < 3; i++ {
+			mean[i] += c[i] / float64(len(views))
+			for j := 0; j < 3; j++ {
+				p := -d[i] * d[j]
+				if i == j {
+					p++
+				}
+				a[i][j] += p
+				b[i] += p * c[j]
+			}
+		}
+	}
+	x, ok := solve3(a, b)
+	if !ok {
+		return mean
+	}
+	return x
+}
+
+func solve3(a [3][3]float64, b [3]float64) ([3]float64, bool) {
+	det := a[0][0]*(a[1][1]*a[2][2]-a[1][2]*a[2][1]) - a[0][1]*(a[1][0]*a[2][2]-a[1][2]*a[2][0]) + a[0][2]*(a[1][0]*a[2][1]-a[1][1]*a[2][0])
+	if math.Abs(det) < 1e-9 {
+		return [3]float64{}, false
+	}
+	var x [3]float64
+	for k := 0; k < 3; k++ {
+		m := a
+		for i := 0; i < 3; i++ {
+			m[i][k] = b[i]
+		}
+		x[k] = (m[0][0]*(m[1][1]*m[2][2]-m[1][2]*m[2][1]) - m[0][1]*(m[1][0]*m[2][2]-m[1][2]*m[2][0]) + m[0][2]*(m[1][0]*m[2][1]-m[1][1]*m[2][0])) / det
+	}
+	return x, true
+}
+
+// Step is the number of steps done.
+func (t *Trainer) Step() int { return t.step }
+
+// shDegree is the SH degree in use at 1-based step s: +1 every interval.
+func (t *Trainer) shDegree(s int) int { return min(t.opt.SHDegree, s/t.opt.SHInterval) }
+
+// lr returns the learning rates of step s (1-based).
+func (t *Trainer) lr(s int) engine.LR {
+	o := &t.opt
+	steps := o.MeansLRSteps
+	if steps <= 0 {
+		steps = o.Iterations
+	}
+	ext := t.ds.Extent
+	return engine.LR{
+		Means:     float32(adam.ExpDecay(o.MeansLR*ext, o.MeansLRFinal*ext, s, steps)),
+		LogScales: float32(o.ScalesLR),
+		Quats:     float32(o.QuatsLR),
+		Opacity:   float32(o.OpacityLR),
+		SHDC:      float32(o.SHDCLR),
+		SHRest:    float32(o.SHRestLR),
+	}
+}
+
+// nextView pops the next training view of a shuffled epoch.
+func (t *Trainer) nextView() int {
+	if t.orderPos >= len(t.order) {
+		t.order = t.rng.Perm(len(t.ds.Train))
+		t.orderPos = 0
+	}
+	v := t.order[t.orderPos]
+	t.orderPos++
+	return v
+}
+
+// Run trains until the configured number of iterations, reporting events.
+// Cancelling ctx stops after the current step and writes a checkpoint.
+func (t *Trainer) Run(ctx context.Context, emit func(Event)) error {
+	if emit == nil {
+		emit = func(Event) {}
+	}
+	t.emit = emit
+	o := &t.opt
+	for _, d := range []string{o.OutDir, filepath.Join(o.OutDir, "checkpoints"), filepath.Join(o.OutDir, "previews")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("train: %w", err)
+		}
+	}
+	if len(o.ConfigYAML) > 0 {
+		if err := writeFileAtomic(filepath.Join(o.OutDir, "config.yaml"), o.ConfigYAML); err != nil {
+			return err
+		}
+	}
+	mf, err := os.OpenFile(filepath.Join(o.OutDir, "metrics.jsonl"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	t.metrics = mf
+	defer mf.Close()
+
+	start := time.Now()
+	window := newRateWindow(50)
+	for t.step < o.Iterations {
+		if err := ctx.Err(); err != nil {
+			if _, cerr := t.checkpoint(); cerr != nil {
+				return fmt.Errorf("train: interrupted at step %d, and the checkpoint failed: %w", t.step, cerr)
+			}
+			return fmt.Errorf("train: interrupted at step %d (checkpoint written): %w", t.step, err)
+		}
+		s := t.step + 1
+		stepStart := time.Now()
+		res, densified, err := t.trainStep(s)
+		if err != nil {
+			return err
+		}
+		t.step = s
+		window.add(time.Since(stepStart))
+		psnr := psnrFromMSE(res.MSE)
+		if s%max(o.LogEvery, 1) == 0 || s == 1 || s == o.Iterations {
+			t.curve = append(t.curve, curvePoint{Step: s, Loss: res.Loss, PSNR: psnr, TestPSNR: math.NaN()})
+			t.logJSON(map[string]any{
+				"step": s, "loss": res.Loss, "l1": res.L1, "mse": res.MSE, "ssim": res.SSIM, "psnr": psnr,
+				"gaussians": t.eng.Len(), "sh_degree": t.shDegree(s), "step_ms": msOf(time.Since(stepStart)),
+				"elapsed_s": time.Since(start).Seconds(), "stage_ms": stageMillis(res.Timings),
+			})
+		}
+		emit(Progress{Step: s, Total: o.Iterations, Loss: res.Loss, PSNR: psnr, Gaussians: t.eng.Len(),
+			StepsPerSec: window.rate(), ElapsedSec: time.Since(start).Seconds(), SHDegree: t.shDegree(s),
+			Densified: densified, StageMillis: stageMillis(res.Timings)})
+
+		if o.PreviewEvery > 0 && s%o.PreviewEvery == 0 {
+			if err := t.preview(s); err != nil {
+				return err
+			}
+		}
+		if slices.Contains(o.EvalSteps, s) || s == o.Iterations {
+			if err := t.evaluate(s); err != nil {
+				return err
+			}
+		}
+		if (o.CheckpointEvery > 0 && s%o.CheckpointEvery == 0) || s == o.Iterations {
+			if _, err := t.checkpoint(); err != nil {
+				return err
+			}
+		}
+	}
+	return t.finish()
+}
+
+// trainStep runs step s (1-based): one engine step, then densification.
+func (t *Trainer) trainStep(s int) (engine.StepResult, bool, error) {
+	o := &t.opt
+	vi := t.nextView()
+	view := t.ds.Train[vi]
+	bg := o.Background
+	if o.RandomBackground {
+		bg = [3]float32{t.rng.Float32(), t.rng.Float32(), t.rng.Float32()}
+	}
+	target := t.target(&view, bg)
+	d := &o.Densify
+	res, err := t.eng.Step(&engine.View{Index: vi, Camera: view.Camera, Target: target}, engine.StepOptions{
+		SHDegree:        t.shDegree(s),
+		LR:              t.lr(s),
+		Background:      bg,
+		AccumulateStats: d.Enabled && s < d.Until,
+	})
+	if err != nil {
+		return res, false, fmt.Errorf("train: step %d (view %s): %w", s, view.Name, err)
+	}
+	if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
+		return res, false, fmt.Errorf("train: step %d (view %s): the loss is %v", s, view.Name, res.Loss)
+	}
+	densified := false
+	if d.Enabled && s < d.Until {
+		if s > d.From && s%d.Every == 0 {
+			if err := t.densify(s); err != nil {
+				return res, false, err
+			}
+			densified = true
+		}
+		white := o.Background == [3]float32{1, 1, 1} && !o.RandomBackground
+		if (d.ResetEvery > 0 && s%d.ResetEvery == 0) || (white && s == d.From) {
+			if err := t.eng.ResetOpacity(0.01); err != nil {
+				return res, false, fmt.Errorf("train: step %d: opacity reset: %w", s, err)
+			}
+		}
+	}
+	if t.eng.Len() == 0 {
+		return res, false, fmt.Errorf("train: step %d: every Gaussian was pruned", s)
+	}
+	return res, densified, nil
+}
+
+// target is the view's photo over background bg. The dataset composited
+// RGBA photos over its own background; another background is blended in
+// through the kept alpha: rgb' = rgb + (1 − α)·(bg' − bg).
+func (t *Trainer) target(v *dataset.View, bg [3]float32) []float32 {
+	if v.Alpha == nil || bg == t.ds.Background {
+		return v.Image.RGB
+	}
+	out := make([]float32, len(v.Image.RGB))
+	for i, a := range v.Alpha {
+		for c := 0; c < 3; c++ {
+			out[i*3+c] = v.Image.RGB[i*3+c] + (1-a)*(bg[c]-t.ds.Background[c])
+		}
+	}
+	return out
+}
+
+func (t *Trainer) logJSON(v map[string]any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	t.metrics.Write(append(b, '\n'))
+}
+
+// evaluate renders every test view (or the training views when there is no
+// test split) and reports mean PSNR and SSIM.
+func (t *Trainer) evaluate(s int) error {
+	views, split := t.ds.Test, "test"
+	if len(views) == 0 {
+		views, split = t.ds.Train, "train"
+	}
+	var psnrSum, ssimSum float64
+	var ev *loss.Evaluator
+	for _, v := range views {
+		img, err := t.eng.Render(&v.Camera, t.shDegree(s), t.opt.Background)
+		if err != nil {
+			return fmt.Errorf("train: evaluating %s: %w", v.Name, err)
+		}
+		target := t.target(&v, t.opt.Background)
+		if ev == nil {
+			ev, err = loss.NewEvaluator(v.Camera.Width, v.Camera.Height, max(t.opt.Workers, 1))
+		} else {
+			err = ev.Resize(v.Camera.Width, v.Camera.Height)
+		}
+		if err != nil {
+			return fmt.Errorf("train: %w", err)
+		}
+		p, err := loss.PSNR(img, target)
+		if err != nil {
+			return fmt.Errorf("train: %w", err)
+		}
+		ss, err := ev.SSIM(img, target)
+		if err != nil {
+			return fmt.Errorf("train: %w", err)
+		}
+		psnrSum += p
+		ssimSum += ss
+	}
+	n := float64(len(views))
+	e := Evaluated{Step: s, Split: split, PSNR: psnrSum / n, SSIM: ssimSum / n, Views: len(views), Gaussians: t.eng.Len()}
+	if len(t.curve) > 0 && t.curve[len(t.curve)-1].Step == s {
+		t.curve[len(t.curve)-1].TestPSNR = e.PSNR
+	} else {
+		t.curve = append(t.curve, curvePoint{Step: s, Loss: math.NaN(), PSNR: math.NaN(), TestPSNR: e.PSNR})
+	}
+	t.logJSON(map[string]any{"step": s, "eval": split, "psnr": e.PSNR, "ssim": e.SSIM, "views": e.Views, "gaussians": e.Gaussians})
+	t.emit(e)
+	return nil
+}
+
+// preview writes the render of a fixed view next to its target.
+func (t *Trainer) preview(s int) error {
+	views := t.ds.Test
+	if len(views) == 0 {
+		views = t.ds.Train
+	}
+	v := views[min(max(t.opt.PreviewView, 0), len(views)-1)]
+	img, err := t.eng.Render(&v.Camera, t.shDegree(s), t.opt.Background)
+	if err != nil {
+		return fmt.Errorf("train: preview: %w", err)
+	}
+	target := t.target(&v, t.opt.Background)
+	path := filepath.Join(t.opt.OutDir, "previews", fmt.Sprintf("step-%05d.png", s))
+	w := v.Camera.Width
+	if err := imageio.SavePNG(path, imageio.SideBySide(img, target, w, v.Camera.Height), 2*w+imageio.Gap, v.Camera.Height); err != nil {
+		return fmt.Errorf("train: preview: %w", err)
+	}
+	t.emit(Saved{Kind: "preview", Path: path})
+	return nil
+}
+
+// finish writes the final splat file and the training curve.
+func (t *Trainer) finish() error {
+	g, err := t.eng.Gaussians()
+	if err != nil {
+		return fmt.Errorf("train: reading the Gaussians back: %w", err)
+	}
+	path := filepath.Join(t.opt.OutDir, "point_cloud.ply")
+	if err := ply.WriteFile(path, g, t.opt.SHDegree); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	t.emit(Saved{Kind: "ply", Path: path})
+	cpath := filepath.Join(t.opt.OutDir, "training_curve.png")
+	if err := writeCurve(cpath, t.curve); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	t.emit(Saved{Kind: "curve", Path: cpath})
+	return nil
+}
+
+func psnrFromMSE(mse float64) float64 {
+	if mse <= 0 {
+		return 100
+	}
+	return -10 * math.Log10(mse)
+}
+
+func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func stageMillis(m map[string]time.Duration) map[string]float64 {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]float64, len(m))
+	for k, v := range m {
+		out[k] = msOf(v)
+	}
+	return out
+}
+
+// rateWindow measures steps per second over the last n steps.
+type rateWindow struct {
+	d   []time.Duration
+	pos int
+	sum time.Duration
+}
+
+func newRateWindow(n int) *rateWindow { return &rateWindow{d: make([]time.Duration, 0, n)} }
+
+func (r *rateWindow) add(d time.Duration) {
+	if len(r.d) < cap(r.d) {
+		r.d = append(r.d, d)
+	} else {
+		r.sum -= r.d[r.pos]
+		r.d[r.pos] = d
+		r.pos = (r.pos + 1) % len(r.d)
+	}
+	r.sum += d
+}
+
+func (r *rateWindow) rate() float64 {
+	if r.sum <= 0 {
+		return 0
+	}
+	return float64(len(r.d)) / r.sum.Seconds()
+}
+
+// writeFileAtomic writes data to a temporary file beside path, syncs it and
+// renames it into place, so a crash never leaves a partial file.
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	tmp := f.Name()
+	_, werr := f.Write(data)
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := firstErr(werr, serr, cerr); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("train: writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("train: %w", err)
+	}
+	return nil
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}

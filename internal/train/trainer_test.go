@@ -1,0 +1,203 @@
+package train
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/rlxsplat/rlxsplat/internal/demo"
+	"github.com/rlxsplat/rlxsplat/internal/engine"
+	"github.com/rlxsplat/rlxsplat/internal/engine/cpu"
+	"github.com/rlxsplat/rlxsplat/internal/io/dataset"
+	"github.com/rlxsplat/rlxsplat/internal/io/ply"
+	"github.com/rlxsplat/rlxsplat/internal/splat"
+)
+
+// smallDemo is a demo scene small enough for unit tests.
+func smallDemo(t *testing.T) *dataset.Dataset {
+	t.Helper()
+	ds, err := demo.Generate(demo.Options{Views: 10, Width: 48, Height: 36, TestEvery: 5, Seed: 3, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+// testOptions densify, reset opacity and split within a few dozen steps so
+// that resume is tested across every kind of state change.
+func testOptions(out string) Options {
+	return Options{
+		Iterations: 60, Seed: 9, SHDegree: 3, SHInterval: 10,
+		MeansLR: 1.6e-4, MeansLRFinal: 1.6e-6, ScalesLR: 5e-3, QuatsLR: 1e-3, OpacityLR: 5e-2, SHDCLR: 2.5e-3, SHRestLR: 1.25e-4,
+		Densify: DensifyOptions{Enabled: true, From: 5, Until: 50, Every: 5, GradThreshold: 2e-5, PercentDense: 0.01,
+			SplitN: 2, PruneOpacity: 0.005, ResetEvery: 20, MaxScreenSize: 20, MaxWorldScale: 0.1},
+		InitMode: "sfm", InitRandomCount: 500, InitOpacity: 0.1, InitRandomScale: 0.3,
+		EvalSteps: []int{30}, LogEvery: 5, PreviewEvery: 30, CheckpointEvery: 25, KeepCheckpoints: 0,
+		OutDir: out, ConfigYAML: []byte("test: true\n"), Workers: 2,
+	}
+}
+
+func newTrainer(t *testing.T, ds *dataset.Dataset, opt Options) *Trainer {
+	t.Helper()
+	g, _, err := Initial(opt, ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := engine.DefaultSettings()
+	set.Workers = opt.Workers
+	eng, err := cpu.New(set, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(opt, ds, eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func equalGaussians(t *testing.T, a, b *splat.Gaussians) {
+	t.Helper()
+	if a.Len() != b.Len() {
+		t.Fatalf("%d vs %d Gaussians", a.Len(), b.Len())
+	}
+	bf := b.Fields()
+	for fi, f := range a.Fields() {
+		for j, x := range f.Data {
+			if x != bf[fi].Data[j] {
+				t.Fatalf("%s[%d]: %v vs %v", f.Name, j, x, bf[fi].Data[j])
+			}
+		}
+	}
+}
+
+// Resuming from a checkpoint reproduces the uninterrupted run's parameters
+// exactly, across densification, splits and an opacity reset.
+func TestResumeIsExact(t *testing.T) {
+	ds := smallDemo(t)
+	dirA := t.TempDir()
+	a := newTrainer(t, ds, testOptions(dirA))
+	if err := a.Run(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := a.eng.Gaussians()
+	if want.Len() == smallInitLen(t, ds) {
+		t.Fatalf("densification did not change the count (%d): the test does not exercise it", want.Len())
+	}
+
+	dirB := t.TempDir()
+	b := newTrainer(t, ds, testOptions(dirB))
+	if err := b.Resume(filepath.Join(dirA, "checkpoints", "step-00025.ckpt")); err != nil {
+		t.Fatal(err)
+	}
+	if b.Step() != 25 {
+		t.Fatalf("resumed at step %d, want 25", b.Step())
+	}
+	if err := b.Run(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := b.eng.Gaussians()
+	equalGaussians(t, got, want)
+
+	// The final PLY is what the engine holds.
+	g, info, err := ply.ReadFile(filepath.Join(dirB, "point_cloud.ply"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.SHDegree != 3 {
+		t.Fatalf("PLY degree %d", info.SHDegree)
+	}
+	equalGaussians(t, g, want)
+	for _, f := range []string{"config.yaml", "metrics.jsonl", "training_curve.png", "previews/step-00030.png", "checkpoints/step-00060.ckpt"} {
+		if _, err := os.Stat(filepath.Join(dirB, f)); err != nil {
+			t.Errorf("missing output: %v", err)
+		}
+	}
+}
+
+func smallInitLen(t *testing.T, ds *dataset.Dataset) int {
+	g, _, err := Initial(testOptions(""), ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g.Len()
+}
+
+// A crash in the middle of writing a checkpoint leaves the previous one
+// readable: the write goes to a temporary file that is renamed last.
+func TestInterruptedCheckpointKeepsThePreviousOne(t *testing.T) {
+	ds := smallDemo(t)
+	dir := t.TempDir()
+	opt := testOptions(dir)
+	opt.Iterations = 25
+	a := newTrainer(t, ds, opt)
+	if err := a.Run(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "checkpoints", "step-00025.ckpt")
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Simulate a kill during the next write: a half-written temporary file
+	// beside the checkpoint, never renamed.
+	tmp := filepath.Join(dir, "checkpoints", ".step-00025.ckpt.tmp123")
+	if err := os.WriteFile(tmp, before[:len(before)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := newTrainer(t, ds, testOptions(t.TempDir()))
+	if err := b.Resume(path); err != nil {
+		t.Fatalf("previous checkpoint unreadable after an interrupted write: %v", err)
+	}
+	// A truncated checkpoint is refused with an error, not a panic.
+	bad := filepath.Join(dir, "bad.ckpt")
+	if err := os.WriteFile(bad, before[:len(before)-7], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := newTrainer(t, ds, testOptions(t.TempDir())).Resume(bad); err == nil {
+		t.Fatal("truncated checkpoint accepted")
+	}
+}
+
+// Cancelling a run writes a checkpoint and says so.
+func TestCancelWritesACheckpoint(t *testing.T) {
+	ds := smallDemo(t)
+	dir := t.TempDir()
+	tr := newTrainer(t, ds, testOptions(dir))
+	ctx, cancel := context.WithCancel(context.Background())
+	err := tr.Run(ctx, func(e Event) {
+		if p, ok := e.(Progress); ok && p.Step == 7 {
+			cancel()
+		}
+	})
+	if err == nil {
+		t.Fatal("cancelled run returned no error")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "checkpoints", "step-00007.ckpt")); err != nil {
+		t.Fatalf("no checkpoint after cancel: %v", err)
+	}
+}
+
+// Training the demo scene raises the test PSNR well above its start.
+func TestDemoTrainingImproves(t *testing.T) {
+	ds := smallDemo(t)
+	opt := testOptions(t.TempDir())
+	opt.Iterations = 150
+	opt.EvalSteps = []int{1}
+	tr := newTrainer(t, ds, opt)
+	var evals []Evaluated
+	if err := tr.Run(context.Background(), func(e Event) {
+		if ev, ok := e.(Evaluated); ok {
+			evals = append(evals, ev)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(evals) != 2 {
+		t.Fatalf("%d evaluations, want 2", len(evals))
+	}
+	if evals[1].PSNR < evals[0].PSNR+3 {
+		t.Fatalf("test PSNR %.2f → %.2f dB", evals[0].PSNR, evals[1].PSNR)
+	}
+}
