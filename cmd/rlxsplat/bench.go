@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"runtime/pprof"
 	"sort"
 	"text/tabwriter"
 	"time"
@@ -24,6 +26,7 @@ type benchOptions struct {
 	warmup    int
 	gaussians int
 	json      bool
+	profile   string
 }
 
 func newBenchCmd(s *streams, runF func(*benchOptions, *config.Config) error) *cobra.Command {
@@ -66,6 +69,7 @@ steps per second. With --gaussians N the scene is resampled to N Gaussians.`,
 	fs.IntVar(&o.warmup, "warmup", 3, "untimed steps first")
 	fs.IntVar(&o.gaussians, "gaussians", 0, "resample the initial scene to N Gaussians (0 = as initialised)")
 	fs.BoolVar(&o.json, "json", false, "print the result as JSON")
+	fs.StringVar(&o.profile, "cpuprofile", "", "write a Go CPU profile of the timed steps to this file")
 	return cmd
 }
 
@@ -105,6 +109,7 @@ func runBench(o *benchOptions, c *config.Config, s *streams) error {
 		Opacity: float32(opt.OpacityLR), SHDC: float32(opt.SHDCLR), SHRest: float32(opt.SHRestLR)}
 	so := engine.StepOptions{SHDegree: c.Model.SHDegree, LR: lr, Background: app.Background(c)}
 	stages := map[string][]float64{}
+	var stopProfile func()
 	var total []float64
 	var last engine.StepResult
 	for i := 0; i < o.warmup+o.steps; i++ {
@@ -118,11 +123,19 @@ func runBench(o *benchOptions, c *config.Config, s *streams) error {
 		if i < o.warmup {
 			continue
 		}
+		if i == o.warmup && o.profile != "" {
+			if stopProfile, err = startProfile(o.profile); err != nil {
+				return err
+			}
+		}
 		total = append(total, float64(el.Microseconds())/1000)
 		for k, d := range res.Timings {
 			stages[k] = append(stages[k], float64(d.Microseconds())/1000)
 		}
 		last = res
+	}
+	if stopProfile != nil {
+		stopProfile()
 	}
 	r := benchResult{Engine: eng.Name(), Dataset: ds.Dir, Width: ds.Train[0].Camera.Width, Height: ds.Train[0].Camera.Height,
 		Gaussians: eng.Len(), Steps: o.steps, StageMs: map[string]float64{}, StepMs: median(total), Entries: last.Entries}
@@ -180,4 +193,17 @@ func resample(g *splat.Gaussians, n int, seed uint64) *splat.Gaussians {
 		}
 	}
 	return out
+}
+
+// startProfile starts a CPU profile into path and returns its stop function.
+func startProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
