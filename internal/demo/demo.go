@@ -162,9 +162,11 @@ func extent(c [][3]float64) float64 {
 	return 1.1 * d
 }
 
-func sq(x float64) float64              { return x * x }
-func sub(a, b [3]float64) [3]float64    { return [3]float64{a[0] - b[0], a[1] - b[1], a[2] - b[2]} }
-func cross(a, b [3]float64) [3]float64 { return [3]float64{a[1]*b[2] - a[2]*b[1], a[2]*b[0] - a[0]*b[2], a[0]*b[1] - a[1]*b[0]} }
+func sq(x float64) float64           { return x * x }
+func sub(a, b [3]float64) [3]float64 { return [3]float64{a[0] - b[0], a[1] - b[1], a[2] - b[2]} }
+func cross(a, b [3]float64) [3]float64 {
+	return [3]float64{a[1]*b[2] - a[2]*b[1], a[2]*b[0] - a[0]*b[2], a[0]*b[1] - a[1]*b[0]}
+}
 func normalize(a [3]float64) [3]float64 {
 	n := math.Sqrt(a[0]*a[0] + a[1]*a[1] + a[2]*a[2])
 	return [3]float64{a[0] / n, a[1] / n, a[2] / n}
