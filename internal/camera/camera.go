@@ -74,7 +74,7 @@ func (c *Camera) PixelRay(px, py float64) (dir [3]float64, ok bool) {
 	return dir, true
 }
 
-// FromQuatT builds the world-to-camera rotation from a unit quaternion
+// RotationFromQuat builds the world-to-camera rotation from a unit quaternion
 // (w,x,y,z) as COLMAP stores it in images.bin/txt.
 func RotationFromQuat(w, x, y, z float64) [3][3]float64 {
 	n := math.Sqrt(w*w + x*x + y*y + z*z)

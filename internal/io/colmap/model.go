@@ -1,7 +1,3 @@
-// Package colmap reads COLMAP sparse reconstructions (cameras, images,
-// points3D) in the binary and the text formats, every camera model included.
-// It returns the files' contents as they are; conversion to rlxsplat's
-// camera type lives in ToCamera.
 package colmap
 
 // CameraModel describes one COLMAP camera model.
@@ -9,6 +5,65 @@ type CameraModel struct {
 	ID        int32
 	Name      string
 	NumParams int
+	// NumFocal is how many focal lengths lead the parameters: 1 (f), 2
+	// (fx fy), or 0 for a model with no pinhole intrinsics
+	// (EQUIRECTANGULAR). The principal point (cx cy) follows the focal
+	// lengths; the distortion parameters follow it.
+	NumFocal int
+}
+
+// cameraModels is COLMAP's model table (src/colmap/sensor/models.h), by id.
+// It is a function returning an array value, not a package variable, so
+// that no caller can alter it.
+func cameraModels() [18]CameraModel {
+	return [18]CameraModel{
+		{0, "SIMPLE_PINHOLE", 3, 1},
+		{1, "PINHOLE", 4, 2},
+		{2, "SIMPLE_RADIAL", 4, 1},
+		{3, "RADIAL", 5, 1},
+		{4, "OPENCV", 8, 2},
+		{5, "OPENCV_FISHEYE", 8, 2},
+		{6, "FULL_OPENCV", 12, 2},
+		{7, "FOV", 5, 2},
+		{8, "SIMPLE_RADIAL_FISHEYE", 4, 1},
+		{9, "RADIAL_FISHEYE", 5, 1},
+		{10, "THIN_PRISM_FISHEYE", 12, 2},
+		{11, "RAD_TAN_THIN_PRISM_FISHEYE", 16, 2},
+		// Newer COLMAP releases than the 3.8 that wrote ../shared add these;
+		// reading them lets such models load.
+		{12, "SIMPLE_DIVISION", 4, 1},
+		{13, "DIVISION", 5, 2},
+		{14, "SIMPLE_FISHEYE", 3, 1},
+		{15, "FISHEYE", 4, 2},
+		{16, "EUCM", 6, 2},
+		{17, "EQUIRECTANGULAR", 2, 0},
+	}
+}
+
+// CameraModels returns every camera model COLMAP defines, by id.
+func CameraModels() []CameraModel {
+	t := cameraModels()
+	return t[:]
+}
+
+// ModelByID returns the camera model with the given COLMAP id.
+func ModelByID(id int32) (CameraModel, bool) {
+	t := cameraModels()
+	if id < 0 || int(id) >= len(t) {
+		return CameraModel{}, false
+	}
+	return t[id], true
+}
+
+// ModelByName returns the camera model with the given COLMAP name
+// (case-sensitive, as COLMAP writes it).
+func ModelByName(name string) (CameraModel, bool) {
+	for _, m := range cameraModels() {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return CameraModel{}, false
 }
 
 // Camera is one entry of cameras.bin / cameras.txt.
