@@ -4,11 +4,9 @@ import (
 	"bufio"
 	"encoding/binary"
 	"fmt"
+	"github.com/rlxsplat/rlxsplat/internal/io/atomicfile"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
-	"runtime"
 	"strings"
 
 	"github.com/rlxsplat/rlxsplat/internal/splat"
@@ -93,67 +91,8 @@ func WriteFile(path string, g *splat.Gaussians, shDegree int) error {
 	return nil
 }
 
-// writeAtomic runs write into a temporary file next to path and renames it
-// over path once it is synced. beforeRename, when not nil, runs between the
-// two; the tests use it to stand for a crash at that point.
-func writeAtomic(path string, write func(io.Writer) error, beforeRename func(tmp string) error) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	// A leading dot and a suffix after the real extension keep a leftover
-	// temporary file out of globs like *.ply.
-	f, err := os.CreateTemp(dir, "."+base+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	closed := false
-	defer func() {
-		if err != nil {
-			if !closed {
-				f.Close()
-			}
-			os.Remove(tmp)
-		}
-	}()
-	if err := write(f); err != nil {
-		return err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	closed = true
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if beforeRename != nil {
-		if err := beforeRename(tmp); err != nil {
-			return err
-		}
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-// syncDir makes a rename in dir durable. Windows cannot sync a directory
-// (and its renames do not need it), so it is skipped there.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	return d.Close()
+// writeAtomic is atomicfile.Write; the tests pass a hook that stands for a
+// crash before the rename.
+func writeAtomic(path string, write func(io.Writer) error, beforeRename func(tmp string) error) error {
+	return atomicfile.Write(path, write, beforeRename)
 }
