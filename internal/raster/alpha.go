@@ -48,6 +48,38 @@ func alphaOf[F splat.Float](o, power F) (alpha, g F, clamped bool) {
 	return alpha, g, false
 }
 
+// expF is e^x: exp32 for the engine's float32, math.Exp for the float64
+// checks.
+func expF[F splat.Float](x F) F {
+	if F(1+1e-9) == 1 {
+		return F(exp32(float32(x)))
+	}
+	return F(math.Exp(float64(x)))
+}
+
+// alphaOfG is alphaOf for a known g = exp(power).
+func alphaOfG[F splat.Float](o, g F) (alpha F, clamped bool) {
+	alpha = o * g
+	if alpha > F(prep.AlphaMax) {
+		return F(prep.AlphaMax), true
+	}
+	return alpha, false
+}
+
+// ewaRowStart starts the walk along one footprint row at pixel x: it returns
+// dx = (x+½) − mx, g = exp(power(x)) and the ratio r = g(x+1)/g(x).
+//
+// Along a row the exponent is quadratic in x, so its exponential advances by
+// multiplication alone: g(x+1) = g(x)·r(x) and r(x+1) = r(x)·e^(−a), with
+// e^(−a) loaded once per splat (ewaSplat.ka). One exponential per row instead
+// of one per pixel; over a row of a tile the float32 drift stays near 1e-6
+// relative. Forward and backward walk the same rows from the same start with
+// the same operations, so they see bit-identical alphas.
+func ewaRowStart[F splat.Float](s *ewaSplat[F], hb, hc F, x int) (dx, g, r F) {
+	dx, power := ewaPower(s, hb, hc, x)
+	return dx, expF(power), expF(-(s.ha*(2*dx+1) + hb))
+}
+
 // exp32 returns e^x rounded to float32. It is the rasterizer's hottest
 // operation (one per pixel a splat can blend into), and math.Exp's full
 // float64 accuracy is wasted on a float32 result: with x = n·ln2 + r,
@@ -63,10 +95,10 @@ func exp32(x float32) float32 {
 	if !(v > -100) {
 		return 0
 	}
-	if v > 0 {
-		return float32(math.Exp(v))
+	if !(v < 88) {
+		return float32(math.Exp(v)) // +Inf or NaN
 	}
-	n := int64(v*log2e - 0.5) // round to nearest, for v ≤ 0
+	n := int64(math.Floor(v*log2e + 0.5)) // round to nearest
 	r := v - float64(n)*ln2
 	p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040)))))))
 	return float32(p * math.Float64frombits(uint64(n+1023)<<52))
@@ -79,7 +111,7 @@ type ewaSplat[F splat.Float] struct {
 	ha, hc  F    // a/2 and c/2
 	o       F    // opacity
 	col     [3]F // colour
-	pcut    F    // fast cutoff on the exponent
+	ka      F    // e^(−a): the ratio of successive row steps (ewaRowStart)
 	crop    ellipse
 }
 
@@ -92,10 +124,10 @@ func loadEWA[F splat.Float](p *prep.ProjectedOf[F], id int32, amin F) (s ewaSpla
 	if !(cut <= 0) {
 		return s, false
 	}
-	s.pcut = F(cut)
 	s.mx, s.my = p.Mean2D[2*i], p.Mean2D[2*i+1]
 	s.a, s.b, s.c = p.Conic[3*i], p.Conic[3*i+1], p.Conic[3*i+2]
 	s.ha, s.hc = s.a/2, s.c/2
+	s.ka = expF(-s.a)
 	s.col = [3]F{p.Color[3*i], p.Color[3*i+1], p.Color[3*i+2]}
 	// −½dᵀCd ≥ cut ⇔ dᵀCd ≤ −2·cut: the pixels that can blend lie in that ellipse.
 	s.crop = newEllipse(float64(s.mx), float64(s.my), float64(s.a), float64(s.b), float64(s.c), -2*cut)

@@ -270,16 +270,13 @@ func (w *worker[F]) backwardEWA(f *Frame[F], pl *plan[F], tile int, fwd *Forward
 			}
 			dy, hb, hc := ewaRow(&s, y)
 			row := (y-y0)*tw - x0
-			for x := xlo; x < xhi; x++ {
+			dx, gauss, r := ewaRowStart(&s, hb, hc, xlo)
+			for x := xlo; x < xhi; x, dx, gauss, r = x+1, dx+1, gauss*r, r*s.ka {
 				i := row + x
 				if k32 >= cnt[i] {
 					continue
 				}
-				dx, power := ewaPower(&s, hb, hc, x)
-				if !(power >= s.pcut) || power > 0 {
-					continue
-				}
-				alpha, gauss, clamped := alphaOf(s.o, power)
+				alpha, clamped := alphaOfG(s.o, gauss)
 				if !(alpha >= amin) {
 					continue
 				}

@@ -115,16 +115,13 @@ func (w *worker[F]) renderEWA(f *Frame[F], pl *plan[F], tile int, out *Forward[F
 			}
 			_, hb, hc := ewaRow(&s, y)
 			row := (y-y0)*tw - x0
-			for x := xlo; x < xhi; x++ {
+			_, g, r := ewaRowStart(&s, hb, hc, xlo)
+			for x := xlo; x < xhi; x, g, r = x+1, g*r, r*s.ka {
 				i := row + x
 				if done[i] {
 					continue
 				}
-				_, power := ewaPower(&s, hb, hc, x)
-				if !(power >= s.pcut) || power > 0 {
-					continue
-				}
-				alpha, _, _ := alphaOf(s.o, power)
+				alpha, _ := alphaOfG(s.o, g)
 				if !(alpha >= amin) {
 					continue
 				}
