@@ -1,10 +1,10 @@
 package camera_test
 
 import (
+	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 	"math"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -277,28 +277,7 @@ func TestIsPinhole(t *testing.T) {
 
 // sharedFile returns ../shared/<rel> next to the directory holding go.mod,
 // skipping the test when it is absent.
-func sharedFile(t *testing.T, rel ...string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("no go.mod above the test directory, so no ../shared")
-		}
-		dir = parent
-	}
-	p := filepath.Join(append([]string{dir, "..", "shared"}, rel...)...)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("shared data %s absent: %v", filepath.Join(rel...), err)
-	}
-	return p
-}
+func sharedFile(t *testing.T, rel ...string) string { return sharedtest.Path(t, rel...) }
 
 // TestRealOpenCVCameras round-trips every pixel-grid point of two real
 // OPENCV calibrations: bonsai's (mild) and the other-opencv fixture's

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -17,20 +18,11 @@ import (
 // repoRoot walks up from the package directory to the one holding go.mod.
 func repoRoot(t testing.TB) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	root, err := sharedtest.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the package directory")
-		}
-		dir = parent
-	}
+	return root
 }
 
 // writeFile puts a config file in a fresh temporary directory.

@@ -3,9 +3,9 @@ package cpu
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 	"math"
 	"os"
-	"path/filepath"
 	"sort"
 	"testing"
 
@@ -15,25 +15,7 @@ import (
 )
 
 // sharedPath finds ../shared/rel beside the module root, or skips.
-func sharedPath(t *testing.T, rel string) string {
-	t.Helper()
-	dir, _ := os.Getwd()
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, "..", "shared", rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("shared data absent (%v): this test needs ../shared/%s", err, rel)
-	}
-	return p
-}
+func sharedPath(t *testing.T, rel string) string { return sharedtest.Path(t, rel) }
 
 // rawSplat is one vertex of an INRIA PLY as the file stores it, decoded here
 // by hand from the documented layout (62 little-endian floats), not by the

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -15,27 +15,7 @@ import (
 
 // findShared returns ../shared/<rel> next to the directory holding go.mod,
 // walking up from the package directory; ok is false when it is absent.
-func findShared(rel ...string) (string, bool) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", false
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", false
-		}
-		dir = parent
-	}
-	p := filepath.Join(append([]string{dir, "..", "shared"}, rel...)...)
-	if _, err := os.Stat(p); err != nil {
-		return p, false
-	}
-	return p, true
-}
+func findShared(rel ...string) (string, bool) { return sharedtest.Find(rel...) }
 
 // sharedPath is findShared for tests: it skips, saying why, when absent.
 func sharedPath(t testing.TB, rel ...string) string {

@@ -2,6 +2,7 @@ package dataset
 
 import (
 	"fmt"
+	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 	"image"
 	"image/color"
 	"image/png"
@@ -20,25 +21,7 @@ import (
 // holding go.mod), or skips the test when it is absent.
 func sharedDir(t testing.TB) string {
 	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("shared data: no go.mod above the test directory")
-		}
-		dir = parent
-	}
-	s := filepath.Join(dir, "..", "shared")
-	if _, err := os.Stat(filepath.Join(s, "data")); err != nil {
-		t.Skipf("shared data not available at %s: %v", s, err)
-	}
-	return s
+	return filepath.Dir(sharedtest.Path(t, "data"))
 }
 
 // writeFile writes data under dir, creating folders.

@@ -1,6 +1,7 @@
 package nerf
 
 import (
+	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 	"math"
 	"os"
 	"path/filepath"
@@ -22,22 +23,11 @@ func sharedDir(t testing.TB) string {
 }
 
 func findShared() (string, bool) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", false
+	s, ok := sharedtest.Find()
+	if _, err := os.Stat(filepath.Join(s, "data")); !ok || err != nil {
+		return s, false
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			s := filepath.Join(dir, "..", "shared")
-			_, err := os.Stat(filepath.Join(s, "data"))
-			return s, err == nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", false
-		}
-		dir = parent
-	}
+	return s, true
 }
 
 const ident = `[[1,0,0,0],[0,1,0,0],[0,0,1,0],[0,0,0,1]]`

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,25 +15,7 @@ import (
 
 // sharedFile returns the path of a file under the shared data directory,
 // ../shared next to the directory holding go.mod, and whether it exists.
-func sharedFile(rel string) (string, bool) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", false
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", false
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, "..", "shared", filepath.FromSlash(rel))
-	_, err = os.Stat(p)
-	return p, err == nil
-}
+func sharedFile(rel string) (string, bool) { return sharedtest.Find(rel) }
 
 // needShared is sharedFile for tests: it skips, saying why, when the file
 // is absent.
