@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/rlxsplat
 GPUTEST := bin/gputest
 
-.PHONY: all build test test-short test-gpu vet lint fuzz demo bench parity clean tools
+.PHONY: all build test test-short test-gpu ptx vet lint fuzz demo bench parity clean
 
 all: build
 
@@ -18,7 +18,11 @@ test:
 test-short:
 	$(GO) test -short ./...
 
-## test-gpu: test binaries for the GPU machine (run bin/gputest/run.sh there)
+## ptx: regenerate shaders/ptx/*.ptx with NVRTC (on a machine that has it); checked by go test ./shaders
+ptx:
+	$(GO) run ./internal/gpu/cmd/genptx -dir shaders
+
+## test-gpu: test binaries for the GPU machine; run each from its package directory there
 test-gpu:
 	@mkdir -p $(GPUTEST)
 	@for p in $$($(GO) list ./internal/gpu/... ./internal/fused/... 2>/dev/null); do \
@@ -39,13 +43,15 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "✗ gofmt:"; echo "$$out"; exit 1; else echo "✓ gofmt"; fi
 	@if command -v staticcheck >/dev/null; then staticcheck ./... && echo "✓ staticcheck"; else echo "✗ staticcheck not installed (skipped)"; fi
 
-## fuzz: every parser's fuzzer for FUZZTIME each (default 60s)
+## fuzz: every parser's fuzzer for FUZZTIME each (default 60s). Minimising each new
+## input is capped: with seeds from real (MB-sized) files Go's default 60 s
+## minimisation would otherwise eat the whole run.
 FUZZTIME ?= 60s
 fuzz:
-	@for pkg in ./internal/io/ply ./internal/io/colmap ./internal/io/nerf ./internal/io/imageio ./internal/io/ckpt; do \
+	@for pkg in ./internal/io/ply ./internal/io/colmap ./internal/io/nerf ./internal/io/imageio ./internal/io/ckpt ./internal/config; do \
 		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep ^Fuzz); do \
 			echo "== $$pkg $$f"; \
-			$(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -parallel 1 || exit 1; \
+			$(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 10x -parallel 1 || exit 1; \
 		done; \
 	done
 

@@ -181,7 +181,12 @@ func (t *Trainer) Run(ctx context.Context, emit func(Event)) error {
 			return err
 		}
 	}
-	mf, err := os.OpenFile(filepath.Join(o.OutDir, "metrics.jsonl"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	// A resumed run appends to its metrics; a fresh one starts them anew.
+	flags := os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	if t.step == 0 {
+		flags |= os.O_TRUNC
+	}
+	mf, err := os.OpenFile(filepath.Join(o.OutDir, "metrics.jsonl"), flags, 0o644)
 	if err != nil {
 		return fmt.Errorf("train: %w", err)
 	}
