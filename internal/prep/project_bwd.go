@@ -18,8 +18,8 @@ func ProjectBackward[F splat.Float](cam *Cam[F], set *Settings, g *splat.Gaussia
 			if grad2D != nil {
 				grad2D[i] = 0
 			}
-			if !proj.Valid[i] {
-				continue
+			if !proj.Valid[i] || zeroPrepGrad(set.Model, dp, i) {
+				continue // no pixel saw it: every parameter gradient is exactly zero
 			}
 			var stat F
 			if set.Model == Ray {
@@ -228,4 +228,27 @@ func rayBackward[F splat.Float](cam *Cam[F], set *Settings, g *splat.GaussiansOf
 	gy := dot3(dMu, vec3[F](cam.R[1])) * z / cam.Fy
 	nx, ny := gx*F(cam.W)/2, gy*F(cam.H)/2
 	return sqrt(nx*nx + ny*ny)
+}
+
+// zeroPrepGrad reports whether splat i received no gradient at all from the
+// rasterizer (occluded, or outside every pixel's footprint walk), so that the
+// backward can skip it: all its parameter gradients are then exactly zero.
+func zeroPrepGrad[F splat.Float](m Model, dp *PrepGradsOf[F], i int) bool {
+	if dp.Opacity[i] != 0 || dp.Color[i*3] != 0 || dp.Color[i*3+1] != 0 || dp.Color[i*3+2] != 0 {
+		return false
+	}
+	if m == Ray {
+		for _, v := range dp.RayU[i*3 : i*3+3] {
+			if v != 0 {
+				return false
+			}
+		}
+		for _, v := range dp.RayA[i*9 : i*9+9] {
+			if v != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	return dp.Mean2D[i*2] == 0 && dp.Mean2D[i*2+1] == 0 && dp.Conic[i*3] == 0 && dp.Conic[i*3+1] == 0 && dp.Conic[i*3+2] == 0
 }
