@@ -16,9 +16,10 @@ import (
 	"io/fs"
 )
 
-// When the first header lands, add `*.h` (and later `*.metal`) to this pattern.
+// Headers (*.h) are embedded with the units: the preludes, and the bodies several units share.
+// Add `*.metal` here when the Metal sources land.
 //
-//go:embed *.cu ptx
+//go:embed *.cu *.h ptx
 var files embed.FS
 
 // Sources is the directory of kernel sources (NAME.cu at its root).

@@ -14,6 +14,7 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/demo"
 	"github.com/rlxsplat/rlxsplat/internal/engine"
 	"github.com/rlxsplat/rlxsplat/internal/engine/cpu"
+	"github.com/rlxsplat/rlxsplat/internal/fused"
 	"github.com/rlxsplat/rlxsplat/internal/io/dataset"
 	"github.com/rlxsplat/rlxsplat/internal/loss"
 	"github.com/rlxsplat/rlxsplat/internal/prep"
@@ -151,8 +152,13 @@ func NewEngine(c *config.Config, g *splat.Gaussians, notice func(string)) (engin
 	}
 }
 
-// newGPUEngine starts the fused GPU engine. It does not exist yet (issue 3);
-// until it does every GPU request reports ErrNoGPU with the reason.
-func newGPUEngine(engine.Settings, *splat.Gaussians) (engine.Engine, error) {
-	return nil, fmt.Errorf("%w: the fused GPU engine is not built yet", ErrNoGPU)
+// newGPUEngine starts the fused GPU engine (internal/fused). Every failure wraps ErrNoGPU
+// with the reason (no device, no driver, a kernel that does not build, settings the device
+// cannot run), which is what device auto falls back on.
+func newGPUEngine(set engine.Settings, g *splat.Gaussians) (engine.Engine, error) {
+	e, err := fused.New(set, g)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoGPU, err)
+	}
+	return e, nil
 }

@@ -1,0 +1,33 @@
+package fused
+
+import (
+	"github.com/rlxsplat/rlxsplat/internal/camera"
+	"github.com/rlxsplat/rlxsplat/internal/engine"
+	"github.com/rlxsplat/rlxsplat/internal/gpu"
+)
+
+// bin launches bin.cu (design.md §5 step 2): count the tiles of every splat, scan the counts
+// into offsets, publish the total (and the overflow flag), and emit the keys.
+func (e *Engine) bin(cam *camera.Camera, shDegree int) error {
+	n := e.n
+	conic := uint32(1)
+	if e.set.BinMode == engine.BinGPURadiusAABB {
+		conic = 0
+	}
+	cb := gpu.Bytes(camBytes(cam, &e.set, shDegree, n))
+	if err := e.dev.Launch(e.k.binCount, gpu.BlocksFor(uint32(n+1), 256), gpu.Dim3{256}, 0,
+		cb, gpu.Ptr(e.valid), gpu.Ptr(e.boundCenter), gpu.Ptr(e.boundQ), gpu.Ptr(e.rect), gpu.U32(conic),
+		gpu.Ptr(e.counts)); err != nil {
+		return err
+	}
+	if err := e.scan(e.counts, n+1); err != nil {
+		return err
+	}
+	if err := e.dev.Launch(e.k.binTotal, gpu.Dim3{1}, gpu.Dim3{32}, 0,
+		gpu.Ptr(e.counts), gpu.U32(uint32(n)), gpu.U32(uint32(e.listCap)), gpu.Ptr(e.readoutBuf)); err != nil {
+		return err
+	}
+	return e.dev.Launch(e.k.binEmit, gpu.BlocksFor(uint32(n), 256), gpu.Dim3{256}, 0,
+		cb, gpu.Ptr(e.valid), gpu.Ptr(e.depth), gpu.Ptr(e.boundCenter), gpu.Ptr(e.boundQ), gpu.Ptr(e.rect),
+		gpu.U32(conic), gpu.Ptr(e.counts), gpu.Ptr(e.readoutBuf), gpu.Ptr(e.keys), gpu.Ptr(e.ids))
+}

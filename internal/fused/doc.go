@@ -1,0 +1,25 @@
+// Package fused is the fused GPU training engine (design.md §1, §5, §8; issue 3): it implements
+// engine.Engine with the parameters, the Adam moments and every per-step buffer resident on
+// the device, and enqueues a whole step — project, bin, sort, ranges, rasterize forward, loss,
+// rasterize backward, projection backward, Adam — on the device's one queue, reading back only
+// the step's small readout block (loss sums, visible and entry counts) and the image when it is
+// asked for. The kernels are the shared bodies in shaders/; each has a launcher file here named
+// like its kernel file (project.go ↔ project.cu, and so on), and a CPU twin in internal/prep,
+// internal/raster, internal/loss or internal/adam that it matches stage by stage.
+//
+// Bin modes (raster.bin_mode): gpu-conic (default; the exact conic–tile test on the device),
+// gpu-radius-aabb (every tile of the splat's box) and cpu-conic (the host projects, bins and
+// sorts a copy of the parameters and uploads the projection and the lists; slow, for parity).
+// Tile lists are never truncated: the entry count is computed before the entries are written,
+// and when it exceeds the lists' capacity every later stage of the step does nothing, the host
+// grows the lists and runs the step again.
+//
+// In this first version densification edits (Apply), State and SetState go through the host:
+// the engine downloads the parameters and moments, applies engine.ApplyEdit (or copies the
+// state) and uploads the result. Lens distortion is not supported on the device (both render
+// models need a pinhole camera here); tile sizes are limited to 32 (a tile is one thread block).
+//
+// Non-goals: no training policy (internal/train decides what and when), no printing or
+// logging, no global state; the Metal backend will run the same kernel bodies once its prelude
+// exists.
+package fused

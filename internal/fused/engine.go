@@ -1,0 +1,607 @@
+package fused
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/rlxsplat/rlxsplat/internal/camera"
+	"github.com/rlxsplat/rlxsplat/internal/engine"
+	"github.com/rlxsplat/rlxsplat/internal/gpu"
+	"github.com/rlxsplat/rlxsplat/internal/prep"
+	"github.com/rlxsplat/rlxsplat/internal/splat"
+)
+
+// paramFloats is the number of floats per splat in the packed layout (shaders/common.h).
+const paramFloats = 59
+
+// pgFloats is the number of floats per splat of the prepared-data gradients: colour 3,
+// opacity 1, mean2d 2, conic 3, rayU 3, rayA 9, at these offsets (× capacity).
+const (
+	pgColor   = 0
+	pgOpacity = 3
+	pgMean2D  = 4
+	pgConic   = 6
+	pgRayU    = 9
+	pgRayA    = 12
+	pgFloats  = 21
+)
+
+// maxTileSize bounds the tile size: a tile is one thread block of at most 1024 threads.
+const maxTileSize = 32
+
+// Engine implements engine.Engine on a GPU.
+type Engine struct {
+	set   engine.Settings
+	dev   gpu.Device
+	owned bool // the engine opened dev and closes it
+	k     *kernels
+
+	n    int // splats
+	capN int // capacity of the per-splat buffers, in splats
+
+	// Per splat. The packed buffers hold 59·n floats in the layout of shaders/common.h.
+	params, grads, adamM, adamV                             gpu.Buffer
+	valid, depth, opacity, color, mean2d, conic, rayU, rayA gpu.Buffer
+	boundCenter, boundQ, rect, radius                       gpu.Buffer
+	pg                                                      gpu.Buffer // [pgFloats·capN]
+	grad2d, statAccum, statCount, statMaxRadius, counts     gpu.Buffer
+	adamStep                                                int64
+
+	// Tile lists, capacity listCap entries; sortedKeys/IDs name the pair that holds the
+	// sorted lists after the last sort.
+	listCap                          int
+	keys, ids, keysTmp, idsTmp, hist gpu.Buffer
+	sortedKeys, sortedIDs            gpu.Buffer
+	scanSums                         []gpu.Buffer
+	scanCap                          int // elements the scan levels are sized for
+	tileOffsets                      gpu.Buffer
+	tileCap                          int
+
+	// Per pixel, for images of up to pxCap pixels.
+	pxCap                                            int
+	image, finalT, count, dImage, rays, hq, dmap, hd gpu.Buffer
+	partAbs, partSq, partSSIM                        gpu.Buffer
+	raysFor                                          *camera.Camera // the camera rays holds, nil if none
+
+	readoutBuf gpu.Buffer
+	dummy      gpu.Buffer // bound to pointer arguments a mode does not use
+	targets    map[int]*target
+	events     [9]gpu.Event // stage boundaries: engine.Stages has 8 stages
+
+	// cpu-conic: the host's projection and lists.
+	binner    prep.Binner
+	hostProj  *prep.Projected
+	hostLists prep.TileLists
+	hostG     *splat.Gaussians
+}
+
+// target is a view's target image kept resident on the device.
+type target struct {
+	src []float32 // the slice it was uploaded from (kept, so that its address stays unique)
+	buf gpu.Buffer
+}
+
+var _ engine.Engine = (*Engine)(nil)
+
+// New opens the CUDA device and returns an engine training a copy of g. Without a usable GPU
+// the error wraps gpu.ErrNoDevice (device: auto then falls back to the CPU engine).
+func New(set engine.Settings, g *splat.Gaussians) (*Engine, error) {
+	if err := checkSettings(&set, g); err != nil {
+		return nil, err
+	}
+	dev, err := gpu.Open(gpu.KindCUDA)
+	if err != nil {
+		return nil, fmt.Errorf("fused: %w", err)
+	}
+	e, err := newOnDevice(dev, set, g)
+	if err != nil {
+		dev.Close()
+		return nil, err
+	}
+	e.owned = true
+	return e, nil
+}
+
+func checkSettings(set *engine.Settings, g *splat.Gaussians) error {
+	if err := set.Validate(); err != nil {
+		return err
+	}
+	if g.Len() == 0 {
+		return engine.ErrEmpty
+	}
+	if err := g.Validate(); err != nil {
+		return fmt.Errorf("fused: %w", err)
+	}
+	if set.TileSize > maxTileSize {
+		return fmt.Errorf("fused: tile size %d: the GPU engine supports tile sizes up to %d (a tile is one thread block)", set.TileSize, maxTileSize)
+	}
+	if l := set.SSIMLambda; !(l >= 0 && l <= 1) {
+		return fmt.Errorf("fused: SSIM lambda %v, want a value in [0,1]", l)
+	}
+	a := set.Adam
+	if !(a.Beta1 >= 0 && a.Beta1 < 1) || !(a.Beta2 >= 0 && a.Beta2 < 1) || !(a.Eps > 0) || !(a.GradClip >= 0) {
+		return fmt.Errorf("fused: Adam settings β1 %v, β2 %v, ε %v, clip %v out of range", a.Beta1, a.Beta2, a.Eps, a.GradClip)
+	}
+	return nil
+}
+
+// newOnDevice builds an engine on an open device (the tests pass an emulated one).
+func newOnDevice(dev gpu.Device, set engine.Settings, g *splat.Gaussians) (*Engine, error) {
+	if err := checkSettings(&set, g); err != nil {
+		return nil, err
+	}
+	k, err := loadKernels(dev)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{set: set, dev: dev, k: k, targets: map[int]*target{}}
+	if err := e.setup(); err != nil {
+		e.release()
+		return nil, err
+	}
+	if err := e.upload(g, nil, nil, 0, nil); err != nil {
+		e.release()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *Engine) setup() error {
+	var err error
+	if e.readoutBuf, err = e.dev.Alloc(roWords * 4); err != nil {
+		return fmt.Errorf("fused: %w", err)
+	}
+	if e.dummy, err = e.dev.Alloc(256); err != nil {
+		return fmt.Errorf("fused: %w", err)
+	}
+	for i := range e.events {
+		if e.events[i], err = e.dev.NewEvent(); err != nil {
+			return fmt.Errorf("fused: %w", err)
+		}
+	}
+	return nil
+}
+
+// Name says which engine and device this is.
+func (e *Engine) Name() string {
+	in := e.dev.Info()
+	return fmt.Sprintf("fused %s (%s, %s)", in.Backend, in.Name, in.Arch)
+}
+
+// Len is the number of Gaussians.
+func (e *Engine) Len() int { return e.n }
+
+// ensure makes *b hold at least bytes bytes; the contents are not kept.
+func (e *Engine) ensure(b *gpu.Buffer, bytes int) error {
+	if *b != nil && (*b).Size() >= bytes {
+		return nil
+	}
+	if *b != nil {
+		if err := e.dev.Free(*b); err != nil {
+			return err
+		}
+		*b = nil
+	}
+	nb, err := e.dev.Alloc(max(bytes, 16))
+	if err != nil {
+		return err
+	}
+	*b = nb
+	return nil
+}
+
+// growSplats sizes the per-splat buffers for n splats (with room to grow by a quarter, so that
+// densification does not reallocate every time). Contents are not kept: callers upload.
+func (e *Engine) growSplats(n int) error {
+	if n <= e.capN {
+		return nil
+	}
+	c := n + n/4
+	f := 4 // bytes per float or word
+	bufs := []struct {
+		b     *gpu.Buffer
+		width int
+	}{
+		{&e.params, paramFloats}, {&e.grads, paramFloats}, {&e.adamM, paramFloats}, {&e.adamV, paramFloats},
+		{&e.valid, 1}, {&e.depth, 1}, {&e.opacity, 1}, {&e.color, 3}, {&e.mean2d, 2}, {&e.conic, 3},
+		{&e.boundCenter, 2}, {&e.boundQ, 3}, {&e.rect, 4}, {&e.radius, 1}, {&e.pg, pgFloats},
+		{&e.grad2d, 1}, {&e.statAccum, 1}, {&e.statCount, 1}, {&e.statMaxRadius, 1},
+	}
+	if e.set.Render == prep.Ray {
+		bufs = append(bufs, struct {
+			b     *gpu.Buffer
+			width int
+		}{&e.rayU, 3}, struct {
+			b     *gpu.Buffer
+			width int
+		}{&e.rayA, 9})
+	}
+	for _, x := range bufs {
+		if err := e.ensure(x.b, c*x.width*f); err != nil {
+			return fmt.Errorf("fused: buffers for %d Gaussians: %w", c, err)
+		}
+	}
+	if err := e.ensure(&e.counts, (c+1)*f); err != nil {
+		return fmt.Errorf("fused: buffers for %d Gaussians: %w", c, err)
+	}
+	e.capN = c
+	return e.ensureScan(c + 1)
+}
+
+// ensureScan sizes the scan's per-level block sums for arrays of up to n elements.
+func (e *Engine) ensureScan(n int) error {
+	if n <= e.scanCap {
+		return nil
+	}
+	level := 0
+	for m := n; ; level++ {
+		nb := (m + scanBlock - 1) / scanBlock
+		if level == len(e.scanSums) {
+			e.scanSums = append(e.scanSums, nil)
+		}
+		if err := e.ensure(&e.scanSums[level], nb*4); err != nil {
+			return fmt.Errorf("fused: scan buffers for %d elements: %w", n, err)
+		}
+		if nb <= 1 {
+			break
+		}
+		m = nb
+	}
+	e.scanCap = n
+	return nil
+}
+
+// growLists makes room for entries tile-list entries.
+func (e *Engine) growLists(entries int) error {
+	if entries <= e.listCap && e.keys != nil {
+		return nil
+	}
+	c := max(entries+entries/4, 1024)
+	for _, b := range []*gpu.Buffer{&e.keys, &e.keysTmp} {
+		if err := e.ensure(b, c*8); err != nil {
+			return fmt.Errorf("fused: tile lists of %d entries (%d Gaussians): %w", c, e.n, err)
+		}
+	}
+	for _, b := range []*gpu.Buffer{&e.ids, &e.idsTmp} {
+		if err := e.ensure(b, c*4); err != nil {
+			return fmt.Errorf("fused: tile lists of %d entries (%d Gaussians): %w", c, e.n, err)
+		}
+	}
+	nb := sortBlocks(c)
+	if err := e.ensure(&e.hist, 256*nb*4); err != nil {
+		return fmt.Errorf("fused: sort histograms: %w", err)
+	}
+	e.listCap = c
+	return e.ensureScan(256 * nb)
+}
+
+// growPixels sizes the per-pixel buffers for a w×h image and its tiles.
+func (e *Engine) growPixels(w, h int) error {
+	npx := w * h
+	ts := e.set.TileSize
+	tiles := ((w + ts - 1) / ts) * ((h + ts - 1) / ts)
+	if tiles+1 > e.tileCap {
+		if err := e.ensure(&e.tileOffsets, (tiles+1)*4); err != nil {
+			return fmt.Errorf("fused: tile offsets for %d×%d px: %w", w, h, err)
+		}
+		e.tileCap = tiles + 1
+	}
+	if npx <= e.pxCap {
+		return nil
+	}
+	e.raysFor = nil
+	blocks := (npx + 255) / 256
+	bufs := []struct {
+		b     *gpu.Buffer
+		bytes int
+	}{
+		{&e.image, npx * 12}, {&e.finalT, npx * 4}, {&e.count, npx * 4}, {&e.dImage, npx * 12},
+		{&e.hq, npx * 15 * 4}, {&e.dmap, npx * 9 * 4}, {&e.hd, npx * 9 * 4},
+		{&e.partAbs, blocks * 8}, {&e.partSq, blocks * 8}, {&e.partSSIM, blocks * 8},
+	}
+	if e.set.Render == prep.Ray {
+		bufs = append(bufs, struct {
+			b     *gpu.Buffer
+			bytes int
+		}{&e.rays, npx * 12})
+	}
+	for _, x := range bufs {
+		if err := e.ensure(x.b, x.bytes); err != nil {
+			return fmt.Errorf("fused: image buffers for %d×%d px (%d Gaussians): %w", w, h, e.n, err)
+		}
+	}
+	e.pxCap = npx
+	return nil
+}
+
+// or returns b, or the dummy buffer when b was never allocated (a pointer the mode ignores).
+func (e *Engine) or(b gpu.Buffer) gpu.Buffer {
+	if b == nil {
+		return e.dummy
+	}
+	return b
+}
+
+// upload replaces the scene: parameters g, moments m and v (nil: zero), the Adam step and the
+// statistics (nil: zero).
+func (e *Engine) upload(g, m, v *splat.Gaussians, step int64, st *engine.Stats) error {
+	n := g.Len()
+	if err := e.growSplats(n); err != nil {
+		return err
+	}
+	e.n = n
+	if err := gpu.UploadF32(e.dev, e.params, pack(g)); err != nil {
+		return fmt.Errorf("fused: upload parameters: %w", err)
+	}
+	for _, x := range []struct {
+		buf gpu.Buffer
+		g   *splat.Gaussians
+	}{{e.adamM, m}, {e.adamV, v}} {
+		var err error
+		if x.g == nil {
+			err = e.dev.Memset(x.buf, 0, n*paramFloats*4, 0)
+		} else {
+			err = gpu.UploadF32(e.dev, x.buf, pack(x.g))
+		}
+		if err != nil {
+			return fmt.Errorf("fused: upload moments: %w", err)
+		}
+	}
+	e.adamStep = step
+	if st == nil {
+		return e.ResetStats()
+	}
+	if err := gpu.UploadF32(e.dev, e.statAccum, st.GradAccum); err != nil {
+		return fmt.Errorf("fused: upload statistics: %w", err)
+	}
+	if err := gpu.UploadSlice(e.dev, e.statCount, 0, st.Count); err != nil {
+		return fmt.Errorf("fused: upload statistics: %w", err)
+	}
+	if err := gpu.UploadF32(e.dev, e.statMaxRadius, st.MaxRadius); err != nil {
+		return fmt.Errorf("fused: upload statistics: %w", err)
+	}
+	return nil
+}
+
+// pack lays g out in the packed order: every field in splat.Gaussians.Fields order.
+func pack(g *splat.Gaussians) []float32 {
+	out := make([]float32, 0, g.Len()*paramFloats)
+	for _, f := range g.Fields() {
+		out = append(out, f.Data...)
+	}
+	return out
+}
+
+// unpack is the inverse of pack.
+func unpack(p []float32, n int) *splat.Gaussians {
+	g := splat.New(n)
+	off := 0
+	for _, f := range g.Fields() {
+		copy(f.Data, p[off:off+n*f.Width])
+		off += n * f.Width
+	}
+	return g
+}
+
+// downloadPacked reads one packed buffer back.
+func (e *Engine) downloadPacked(b gpu.Buffer) (*splat.Gaussians, error) {
+	p := make([]float32, e.n*paramFloats)
+	if err := gpu.DownloadF32(e.dev, p, b); err != nil {
+		return nil, fmt.Errorf("fused: download: %w", err)
+	}
+	return unpack(p, e.n), nil
+}
+
+// Gaussians reads the parameters back.
+func (e *Engine) Gaussians() (*splat.Gaussians, error) { return e.downloadPacked(e.params) }
+
+// Stats reads the densification statistics back.
+func (e *Engine) Stats() (engine.Stats, error) {
+	n := e.n
+	st := engine.Stats{GradAccum: make([]float32, n), Count: make([]int32, n), MaxRadius: make([]float32, n)}
+	if err := gpu.DownloadF32(e.dev, st.GradAccum, e.statAccum); err != nil {
+		return st, fmt.Errorf("fused: download statistics: %w", err)
+	}
+	if err := gpu.DownloadSlice(e.dev, st.Count, e.statCount, 0); err != nil {
+		return st, fmt.Errorf("fused: download statistics: %w", err)
+	}
+	if err := gpu.DownloadF32(e.dev, st.MaxRadius, e.statMaxRadius); err != nil {
+		return st, fmt.Errorf("fused: download statistics: %w", err)
+	}
+	return st, nil
+}
+
+// ResetStats zeroes the statistics.
+func (e *Engine) ResetStats() error {
+	for _, b := range []gpu.Buffer{e.statAccum, e.statCount, e.statMaxRadius} {
+		if err := e.dev.Memset(b, 0, e.n*4, 0); err != nil {
+			return fmt.Errorf("fused: reset statistics: %w", err)
+		}
+	}
+	return nil
+}
+
+// Apply performs a densification edit (see engine.Edit). This first version goes through the
+// host: it downloads the parameters and moments, edits them like the CPU engine and uploads
+// the result.
+func (e *Engine) Apply(ed engine.Edit) error {
+	plan, err := engine.PlanEdit(ed, e.n)
+	if err != nil {
+		return fmt.Errorf("fused: %w", err)
+	}
+	g, err := e.Gaussians()
+	if err != nil {
+		return err
+	}
+	m, err := e.downloadPacked(e.adamM)
+	if err != nil {
+		return err
+	}
+	v, err := e.downloadPacked(e.adamV)
+	if err != nil {
+		return err
+	}
+	ng := engine.ApplyEdit(g, ed, plan)
+	return e.upload(ng, gatherMoments(m, plan), gatherMoments(v, plan), e.adamStep, nil)
+}
+
+// gatherMoments reorders moments like the parameters: kept splats keep theirs, new ones (from
+// plan.Fresh on) start at zero.
+func gatherMoments(m *splat.Gaussians, p engine.EditPlan) *splat.Gaussians {
+	out := engine.Gather(m, p.Src)
+	for _, f := range out.Fields() {
+		clear(f.Data[p.Fresh*f.Width:])
+	}
+	return out
+}
+
+// ResetOpacity clamps every opacity to at most maxOpacity and zeroes the opacity moments.
+func (e *Engine) ResetOpacity(maxOpacity float32) error {
+	if !(maxOpacity > 0 && maxOpacity < 1) {
+		return fmt.Errorf("fused: opacity reset value %v outside (0,1)", maxOpacity)
+	}
+	n := e.n
+	if err := e.dev.Launch(e.k.opacityReset, gpu.BlocksFor(uint32(n), 256), gpu.Dim3{256}, 0,
+		gpu.Ptr(e.params), gpu.U32(uint32(n)), gpu.F32(splat.Logit(maxOpacity))); err != nil {
+		return fmt.Errorf("fused: %w", err)
+	}
+	for _, b := range []gpu.Buffer{e.adamM, e.adamV} {
+		if err := e.dev.Memset(b, 10*n*4, n*4, 0); err != nil {
+			return fmt.Errorf("fused: reset opacity moments: %w", err)
+		}
+	}
+	return nil
+}
+
+// State reads the whole training state back.
+func (e *Engine) State() (*engine.State, error) {
+	g, err := e.Gaussians()
+	if err != nil {
+		return nil, err
+	}
+	m, err := e.downloadPacked(e.adamM)
+	if err != nil {
+		return nil, err
+	}
+	v, err := e.downloadPacked(e.adamV)
+	if err != nil {
+		return nil, err
+	}
+	st, err := e.Stats()
+	if err != nil {
+		return nil, err
+	}
+	return &engine.State{Params: g, AdamM: m, AdamV: v, AdamStep: e.adamStep, Stats: st}, nil
+}
+
+// SetState restores a state saved by State (of this or any engine).
+func (e *Engine) SetState(s *engine.State) error {
+	n := s.Params.Len()
+	if n == 0 {
+		return engine.ErrEmpty
+	}
+	if err := s.Params.Validate(); err != nil {
+		return fmt.Errorf("fused: restoring state: %w", err)
+	}
+	if s.AdamM.Len() != n || s.AdamV.Len() != n || len(s.Stats.GradAccum) != n || len(s.Stats.Count) != n || len(s.Stats.MaxRadius) != n {
+		return fmt.Errorf("fused: restoring state: the moments or statistics do not have %d entries", n)
+	}
+	for _, m := range []*splat.Gaussians{s.AdamM, s.AdamV} {
+		if err := m.Validate(); err != nil {
+			return fmt.Errorf("fused: restoring state: moments: %w", err)
+		}
+	}
+	if s.AdamStep < 0 {
+		return fmt.Errorf("fused: restoring state: Adam step %d < 0", s.AdamStep)
+	}
+	return e.upload(s.Params, s.AdamM, s.AdamV, s.AdamStep, &s.Stats)
+}
+
+// release frees everything; the device stays open.
+func (e *Engine) release() error {
+	var errs []error
+	for _, t := range e.targets {
+		errs = append(errs, e.dev.Free(t.buf))
+	}
+	e.targets = nil
+	bufs := []gpu.Buffer{e.params, e.grads, e.adamM, e.adamV, e.valid, e.depth, e.opacity, e.color, e.mean2d,
+		e.conic, e.rayU, e.rayA, e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.statAccum,
+		e.statCount, e.statMaxRadius, e.counts, e.keys, e.ids, e.keysTmp, e.idsTmp, e.hist, e.tileOffsets,
+		e.image, e.finalT, e.count, e.dImage, e.rays, e.hq, e.dmap, e.hd, e.partAbs, e.partSq, e.partSSIM,
+		e.readoutBuf, e.dummy}
+	bufs = append(bufs, e.scanSums...)
+	for _, b := range bufs {
+		if b != nil {
+			errs = append(errs, e.dev.Free(b))
+		}
+	}
+	for _, ev := range e.events {
+		if ev != nil {
+			errs = append(errs, ev.Close())
+		}
+	}
+	if e.k != nil {
+		errs = append(errs, e.k.close())
+	}
+	return errors.Join(errs...)
+}
+
+// Close frees the engine's device memory and, when New opened the device, closes it.
+func (e *Engine) Close() error {
+	if e.dev == nil {
+		return nil
+	}
+	err := e.release()
+	if e.owned {
+		err = errors.Join(err, e.dev.Close())
+	}
+	e.dev = nil
+	if err != nil {
+		return fmt.Errorf("fused: close: %w", err)
+	}
+	return nil
+}
+
+// targetBuffer returns the device copy of the view's target, uploading it when the view is new
+// or its Target is a different slice than last time (a target changed in place under the same
+// slice is not noticed).
+func (e *Engine) targetBuffer(v *engine.View) (gpu.Buffer, error) {
+	t := e.targets[v.Index]
+	if t != nil && len(t.src) == len(v.Target) && unsafe.SliceData(t.src) == unsafe.SliceData(v.Target) {
+		return t.buf, nil
+	}
+	if t == nil {
+		t = &target{}
+		e.targets[v.Index] = t
+	}
+	if err := e.ensure(&t.buf, len(v.Target)*4); err != nil {
+		return nil, fmt.Errorf("fused: target of view %d: %w", v.Index, err)
+	}
+	if err := gpu.UploadF32(e.dev, t.buf, v.Target); err != nil {
+		return nil, fmt.Errorf("fused: target of view %d: %w", v.Index, err)
+	}
+	t.src = v.Target
+	return t.buf, nil
+}
+
+// checkView reports a camera or SH degree the device cannot render.
+func (e *Engine) checkView(cam *camera.Camera, shDegree int) error {
+	if shDegree < 0 || shDegree > splat.MaxSHDegree {
+		return fmt.Errorf("fused: SH degree %d outside 0..%d", shDegree, splat.MaxSHDegree)
+	}
+	if cam.Width <= 0 || cam.Height <= 0 {
+		return fmt.Errorf("fused: image size %d×%d", cam.Width, cam.Height)
+	}
+	if !cam.Distortion.IsPinhole() {
+		if e.set.Render == prep.EWA {
+			return fmt.Errorf("fused: the ewa render model needs undistorted images (camera model %s): undistort them with COLMAP's image_undistorter or use model.render: ray", cam.Distortion.Model)
+		}
+		return fmt.Errorf("fused: lens distortion (camera model %s) is not supported by the GPU engine yet; undistort the images or use the CPU engine", cam.Distortion.Model)
+	}
+	if !(cam.Fx > 0 && cam.Fy > 0) || math.IsInf(cam.Fx, 0) || math.IsInf(cam.Fy, 0) {
+		return fmt.Errorf("fused: focal lengths %v, %v must be positive and finite", cam.Fx, cam.Fy)
+	}
+	return nil
+}

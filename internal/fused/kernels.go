@@ -1,0 +1,74 @@
+package fused
+
+import (
+	"fmt"
+
+	"github.com/rlxsplat/rlxsplat/internal/gpu"
+	"github.com/rlxsplat/rlxsplat/shaders"
+)
+
+// kernels holds every entry point the engine launches, one module per kernel file.
+type kernels struct {
+	mods []gpu.Module
+
+	project, pixelRays                  gpu.Kernel
+	binCount, binTotal, binEmit         gpu.Kernel
+	scanBlocks, scanAdd                 gpu.Kernel
+	sortHist, sortScatter               gpu.Kernel
+	tileRanges                          gpu.Kernel
+	rasterFwd, rasterBwd                gpu.Kernel
+	lossPointwise, lossSSIM, lossSSIMDx gpu.Kernel
+	lossSSIMGrad, lossFinish            gpu.Kernel
+	projectBwd                          gpu.Kernel
+	adamStep, opacityReset              gpu.Kernel
+}
+
+// loadKernels compiles the engine's kernel files (from the disk cache, NVRTC or the embedded
+// PTX, as the device layer decides) and looks up their entry points.
+func loadKernels(dev gpu.Device) (*kernels, error) {
+	k := &kernels{}
+	units := []struct {
+		file    string
+		entries map[string]*gpu.Kernel
+	}{
+		{"project.cu", map[string]*gpu.Kernel{"project": &k.project, "pixel_rays": &k.pixelRays}},
+		{"bin.cu", map[string]*gpu.Kernel{"bin_count": &k.binCount, "bin_total": &k.binTotal, "bin_emit": &k.binEmit}},
+		{"scan.cu", map[string]*gpu.Kernel{"scan_blocks": &k.scanBlocks, "scan_add": &k.scanAdd}},
+		{"sort.cu", map[string]*gpu.Kernel{"sort_hist": &k.sortHist, "sort_scatter": &k.sortScatter}},
+		{"ranges.cu", map[string]*gpu.Kernel{"tile_ranges": &k.tileRanges}},
+		{"raster_fwd.cu", map[string]*gpu.Kernel{"raster_fwd": &k.rasterFwd}},
+		{"loss.cu", map[string]*gpu.Kernel{"loss_pointwise": &k.lossPointwise, "loss_ssim": &k.lossSSIM,
+			"loss_ssim_dx": &k.lossSSIMDx, "loss_ssim_grad": &k.lossSSIMGrad, "loss_finish": &k.lossFinish}},
+		{"raster_bwd.cu", map[string]*gpu.Kernel{"raster_bwd": &k.rasterBwd}},
+		{"project_bwd.cu", map[string]*gpu.Kernel{"project_bwd": &k.projectBwd}},
+		{"adam.cu", map[string]*gpu.Kernel{"adam_step": &k.adamStep, "opacity_reset": &k.opacityReset}},
+	}
+	for _, u := range units {
+		m, err := gpu.CompileFile(dev, shaders.Sources(), u.file)
+		if err != nil {
+			k.close()
+			return nil, fmt.Errorf("fused: %w", err)
+		}
+		k.mods = append(k.mods, m)
+		for name, dst := range u.entries {
+			kern, err := m.Kernel(name)
+			if err != nil {
+				k.close()
+				return nil, fmt.Errorf("fused: %s: %w", u.file, err)
+			}
+			*dst = kern
+		}
+	}
+	return k, nil
+}
+
+func (k *kernels) close() error {
+	var first error
+	for _, m := range k.mods {
+		if err := m.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	k.mods = nil
+	return first
+}

@@ -1,0 +1,28 @@
+package fused
+
+import "github.com/rlxsplat/rlxsplat/internal/gpu"
+
+// scanBlock is the elements one scan_blocks block covers (shaders/scan.cu).
+const scanBlock = 1024
+
+// scan replaces the n u32 values of buf by their exclusive prefix sums, level by level: the
+// blocks' sums are scanned recursively and folded back in (shaders/scan.cu). The level
+// buffers must have been sized by ensureScan.
+func (e *Engine) scan(buf gpu.Buffer, n int) error { return e.scanLevel(buf, n, 0) }
+
+func (e *Engine) scanLevel(buf gpu.Buffer, n, level int) error {
+	nb := (n + scanBlock - 1) / scanBlock
+	sums := e.scanSums[level]
+	if err := e.dev.Launch(e.k.scanBlocks, gpu.Dim3{uint32(max(nb, 1))}, gpu.Dim3{256}, 0,
+		gpu.Ptr(buf), gpu.Ptr(buf), gpu.U32(uint32(n)), gpu.Ptr(sums)); err != nil {
+		return err
+	}
+	if nb <= 1 {
+		return nil
+	}
+	if err := e.scanLevel(sums, nb, level+1); err != nil {
+		return err
+	}
+	return e.dev.Launch(e.k.scanAdd, gpu.BlocksFor(uint32(n), 256), gpu.Dim3{256}, 0,
+		gpu.Ptr(buf), gpu.U32(uint32(n)), gpu.Ptr(sums))
+}

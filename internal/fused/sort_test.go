@@ -1,0 +1,180 @@
+package fused
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/rlxsplat/rlxsplat/internal/engine"
+	"github.com/rlxsplat/rlxsplat/internal/engine/cpu"
+	"github.com/rlxsplat/rlxsplat/internal/gpu"
+	"github.com/rlxsplat/rlxsplat/internal/prep"
+)
+
+// TestScan checks the multi-level exclusive scan at sizes around its block and level
+// boundaries (1024 and 1024² elements).
+func TestScan(t *testing.T) {
+	dev, _ := testDevice(t)
+	rng := rand.New(rand.NewPCG(seedScene, 21))
+	fe, err := newOnDevice(dev, engine.DefaultSettings(), randomScene(rng, 8, 0.05))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fe.Close()
+	for _, n := range []int{1, 1023, 1024, 1025, 70001, 1<<20 + 77} {
+		in := make([]uint32, n)
+		for i := range in {
+			in[i] = uint32(rng.IntN(9))
+		}
+		buf, err := gpu.AllocSlice[uint32](dev, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fe.ensureScan(n); err != nil {
+			t.Fatal(err)
+		}
+		if err := gpu.UploadU32(dev, buf, in); err != nil {
+			t.Fatal(err)
+		}
+		if err := fe.scan(buf, n); err != nil {
+			t.Fatal(err)
+		}
+		got := dl[uint32](t, fe, buf, n)
+		sum := uint32(0)
+		for i, v := range in {
+			if got[i] != sum {
+				t.Fatalf("scan of %d values: element %d = %d, want %d", n, i, got[i], sum)
+			}
+			sum += v
+		}
+		dev.Free(buf)
+	}
+}
+
+// TestSortAndRanges sorts random keys with many ties over several sort blocks and checks the
+// order against a stable sort (ties keep emission order) and the tile ranges against prep's.
+func TestSortAndRanges(t *testing.T) {
+	dev, emu := testDevice(t)
+	rng := rand.New(rand.NewPCG(seedScene, 22))
+	fe, err := newOnDevice(dev, engine.DefaultSettings(), randomScene(rng, 8, 0.05))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fe.Close()
+	m, tiles := 300000, 1700
+	if emu {
+		m = 30000
+	}
+	for _, c := range []struct{ m, tiles int }{{m, tiles}, {0, tiles}, {5, 3}, {m / 3, 70000}} {
+		keys := make([]uint64, c.m)
+		depths := []uint32{0x3f800000, 0x3f800001, 0x40000000, 0x3e000000, 0x41200000}
+		for i := range keys {
+			keys[i] = uint64(rng.IntN(c.tiles))<<32 | uint64(depths[rng.IntN(len(depths))]+uint32(rng.IntN(3)))
+		}
+		ids := make([]uint32, c.m)
+		for i := range ids {
+			ids[i] = uint32(i)
+		}
+		if err := fe.growLists(c.m); err != nil {
+			t.Fatal(err)
+		}
+		if err := fe.ensure(&fe.tileOffsets, (c.tiles+1)*4); err != nil {
+			t.Fatal(err)
+		}
+		fe.poison(t)
+		if err := gpu.UploadSlice(dev, fe.keys, 0, keys); err != nil {
+			t.Fatal(err)
+		}
+		if err := gpu.UploadSlice(dev, fe.ids, 0, ids); err != nil {
+			t.Fatal(err)
+		}
+		if err := gpu.UploadU32(dev, fe.readoutBuf, []uint32{0, uint32(c.m), 0}); err != nil {
+			t.Fatal(err)
+		}
+		if err := fe.sort(c.tiles); err != nil {
+			t.Fatal(err)
+		}
+		if err := fe.ranges(c.tiles); err != nil {
+			t.Fatal(err)
+		}
+		type kv struct {
+			k  uint64
+			id uint32
+		}
+		want := make([]kv, c.m)
+		for i := range want {
+			want[i] = kv{keys[i], ids[i]}
+		}
+		slices.SortStableFunc(want, func(a, b kv) int {
+			if a.k < b.k {
+				return -1
+			}
+			if a.k > b.k {
+				return 1
+			}
+			return 0
+		})
+		gk := dl[uint64](t, fe, fe.sortedKeys, c.m)
+		gi := dl[uint32](t, fe, fe.sortedIDs, c.m)
+		for i := range want {
+			if gk[i] != want[i].k || gi[i] != want[i].id {
+				t.Fatalf("%d keys over %d tiles: entry %d = (%#x, %d), want (%#x, %d)", c.m, c.tiles, i, gk[i], gi[i], want[i].k, want[i].id)
+			}
+		}
+		wk := make([]uint64, c.m)
+		for i := range want {
+			wk[i] = want[i].k
+		}
+		wantOff := make([]int32, c.tiles+1)
+		prep.Ranges(wk, c.tiles, wantOff)
+		gotOff := dl[uint32](t, fe, fe.tileOffsets, c.tiles+1)
+		for i := range wantOff {
+			if int32(gotOff[i]) != wantOff[i] {
+				t.Fatalf("%d keys over %d tiles: offset %d = %d, want %d", c.m, c.tiles, i, gotOff[i], wantOff[i])
+			}
+		}
+	}
+}
+
+// TestEmptyView steps with every splat behind the camera: no entries, the image is the
+// background, and nothing is read out of range.
+func TestEmptyView(t *testing.T) {
+	dev, _ := testDevice(t)
+	rng := rand.New(rand.NewPCG(seedScene, 23))
+	g := randomScene(rng, 50, 0.05)
+	set := engine.DefaultSettings()
+	cam := lookAt([3]float64{0, 0, -3}, 40, 30)
+	cam.R[2] = [3]float64{-cam.R[2][0], -cam.R[2][1], -cam.R[2][2]} // turned 180° about y: looking away
+	cam.R[0] = [3]float64{-cam.R[0][0], -cam.R[0][1], -cam.R[0][2]}
+	cam.T = [3]float64{0, 0, -30}
+	v := &engine.View{Camera: cam, Target: randomImage(rng, 40, 30)}
+	o := engine.StepOptions{SHDegree: 2, LR: testLR(), Background: [3]float32{0.25, 0.5, 0.75}, WantImage: true}
+	fe, err := newOnDevice(dev, set, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fe.Close()
+	ce, err := cpu.New(set, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fres, err := fe.Step(v, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cres, err := ce.Step(v, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fres.Entries != 0 || fres.Visible != 0 || cres.Entries != 0 {
+		t.Fatalf("entries %d, visible %d (cpu %d entries): the scene is not behind the camera", fres.Entries, fres.Visible, cres.Entries)
+	}
+	for i, x := range fres.Image {
+		if x != o.Background[i%3] {
+			t.Fatalf("pixel value %d = %v, want the background %v", i, x, o.Background[i%3])
+		}
+	}
+	if fres.Loss != cres.Loss {
+		t.Errorf("loss %.9g, cpu %.9g", fres.Loss, cres.Loss)
+	}
+}

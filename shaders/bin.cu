@@ -1,0 +1,108 @@
+// bin.cu — design.md §5 step 2 on the device: for every valid splat, the tiles its footprint
+// reaches (internal/prep/bin.go's Emit is the CPU twin), as 64-bit keys tile<<32 | depth bits
+// with splat-id values. Modes: conic = 1 (gpu-conic) keeps a tile only when prep's exact
+// TileHit test passes; conic = 0 (gpu-radius-aabb) keeps every tile of the rect.
+//
+// bin_count: one thread per splat i < n, plus thread n, which writes counts[n] = 0 so that the
+//   exclusive scan of counts ends with the total.
+//   valid [n] u32, boundCenter [n,2], boundQ [n,3] f32, rect [n,4] i32; counts [n+1] u32
+// bin_total: one thread; offsets [n+1] u32 (the scan of counts); writes readout[RO_ENTRIES] and
+//   readout[RO_ABORT] = entries > cap (every later stage then does nothing, and the host grows
+//   the lists and runs the step again: entries are never dropped silently).
+// bin_emit: one thread per splat; writes its entries from offsets[i] in row-major tile order,
+//   so that the stable sort keeps splat-id order among equal keys.
+//   depth [n] f32; keys [cap] u64, ids [cap] u32
+#include "prelude_cuda.h"
+#include "common.h"
+#include "readout.h"
+
+// tile_hit is prep.TileHit: does (p−c)ᵀQ(p−c) ≤ 1 reach a pixel centre of the tile with pixel
+// columns [px0, px1) and rows [py0, py1)? It minimises the quadratic over the box of pixel
+// centres, in float64, with the CPU's operation order.
+DEVICE bool tile_hit(float cxf, float cyf, float qaf, float qbf, float qcf, int px0, int py0, int px1, int py1)
+{
+    if (qaf == 0.0f && qbf == 0.0f && qcf == 0.0f) return true;
+    double x0 = (double)px0 + 0.5, x1 = (double)px1 - 0.5;
+    double y0 = (double)py0 + 0.5, y1 = (double)py1 - 0.5;
+    double cx = (double)cxf, cy = (double)cyf;
+    if (cx >= x0 && cx <= x1 && cy >= y0 && cy <= y1) return true;
+    double a = (double)qaf, b = (double)qbf, c = (double)qcf;
+    double best = bits_f64(0x7ff0000000000000ull); // +Inf
+    for (int e = 0; e < 2; e++) {
+        double xe = e == 0 ? x0 : x1;
+        double dx = xe - cx;
+        double y = cy - dmul_rn(b, dx) / c;
+        y = gmind(gmaxd(y, y0), y1);
+        double dy = y - cy;
+        best = gmind(best, dmul_rn(dmul_rn(a, dx), dx) + dmul_rn(dmul_rn(dmul_rn(2.0, b), dx), dy) + dmul_rn(dmul_rn(c, dy), dy));
+    }
+    for (int e = 0; e < 2; e++) {
+        double ye = e == 0 ? y0 : y1;
+        double dy = ye - cy;
+        double x = cx - dmul_rn(b, dy) / a;
+        x = gmind(gmaxd(x, x0), x1);
+        double dx = x - cx;
+        best = gmind(best, dmul_rn(dmul_rn(a, dx), dx) + dmul_rn(dmul_rn(dmul_rn(2.0, b), dx), dy) + dmul_rn(dmul_rn(c, dy), dy));
+    }
+    return best <= 1.0;
+}
+
+KERNEL bin_count(Cam cam, const GPTR u32* valid, const GPTR float* boundCenter, const GPTR float* boundQ,
+                 const GPTR i32* rect, u32 conic, GPTR u32* counts)
+{
+    u32 n = (u32)cam.n;
+    u32 i = BID * BDIM + TID;
+    if (i > n) return;
+    if (i == n || !valid[i]) {
+        counts[i] = 0u;
+        return;
+    }
+    int ts = cam.tileSize, W = cam.W, H = cam.H;
+    float cx = boundCenter[i * 2], cy = boundCenter[i * 2 + 1];
+    float qa = boundQ[i * 3], qb = boundQ[i * 3 + 1], qc = boundQ[i * 3 + 2];
+    int rx0 = rect[i * 4], ry0 = rect[i * 4 + 1], rx1 = rect[i * 4 + 2], ry1 = rect[i * 4 + 3];
+    u32 count = 0;
+    for (int ty = ry0; ty < ry1; ty++) {
+        int py0 = ty * ts, py1 = (ty + 1) * ts < H ? (ty + 1) * ts : H;
+        for (int tx = rx0; tx < rx1; tx++) {
+            int px1 = (tx + 1) * ts < W ? (tx + 1) * ts : W;
+            if (conic && !tile_hit(cx, cy, qa, qb, qc, tx * ts, py0, px1, py1)) continue;
+            count++;
+        }
+    }
+    counts[i] = count;
+}
+
+KERNEL bin_total(const GPTR u32* offsets, u32 n, u32 cap, GPTR u32* readout)
+{
+    if (BID * BDIM + TID != 0u) return;
+    u32 total = offsets[n];
+    readout[RO_ENTRIES] = total;
+    readout[RO_ABORT] = total > cap ? 1u : 0u;
+}
+
+KERNEL bin_emit(Cam cam, const GPTR u32* valid, const GPTR float* depth, const GPTR float* boundCenter,
+                const GPTR float* boundQ, const GPTR i32* rect, u32 conic, const GPTR u32* offsets,
+                const GPTR u32* readout, GPTR u64* keys, GPTR u32* ids)
+{
+    if (readout[RO_ABORT]) return;
+    u32 n = (u32)cam.n;
+    u32 i = BID * BDIM + TID;
+    if (i >= n || !valid[i]) return;
+    int ts = cam.tileSize, W = cam.W, H = cam.H, tilesX = cam.tilesX;
+    float cx = boundCenter[i * 2], cy = boundCenter[i * 2 + 1];
+    float qa = boundQ[i * 3], qb = boundQ[i * 3 + 1], qc = boundQ[i * 3 + 2];
+    int rx0 = rect[i * 4], ry0 = rect[i * 4 + 1], rx1 = rect[i * 4 + 2], ry1 = rect[i * 4 + 3];
+    u64 d = (u64)f32_bits(depth[i]);
+    u32 at = offsets[i];
+    for (int ty = ry0; ty < ry1; ty++) {
+        int py0 = ty * ts, py1 = (ty + 1) * ts < H ? (ty + 1) * ts : H;
+        for (int tx = rx0; tx < rx1; tx++) {
+            int px1 = (tx + 1) * ts < W ? (tx + 1) * ts : W;
+            if (conic && !tile_hit(cx, cy, qa, qb, qc, tx * ts, py0, px1, py1)) continue;
+            keys[at] = ((u64)(u32)(ty * tilesX + tx) << 32) | d;
+            ids[at] = i;
+            at++;
+        }
+    }
+}

@@ -1,0 +1,81 @@
+// prelude_cuda.h — maps the portable kernel vocabulary of shaders/ onto CUDA C.
+//
+// Kernel bodies never name CUDA directly: they use the words below, so that a Metal prelude
+// (address spaces, thread indices, barriers, atomics, simdgroup operations) and the host
+// emulator used by the tests (prelude_emu.h, swapped in by internal/fused's emulated device)
+// can run the very same bodies.
+//
+// Arithmetic: every product whose result feeds a sum goes through mul_rn/dmul_rn, which are never
+// contracted into a fused multiply-add. The CPU engine (Go, amd64) rounds every operation on
+// its own, so this keeps the GPU's projection, binning, forward and loss bit-compatible with
+// it (design.md §1: the GPU engine must never be a different algorithm), and tile lists
+// identical (design.md §5 step 3).
+#pragma once
+
+typedef unsigned int u32;
+typedef int i32;
+typedef unsigned long long u64;
+
+#define KERNEL extern "C" __global__ void
+#define DEVICE static __device__ __forceinline__
+// GPTR qualifies pointers to device (global) memory; empty on CUDA, `device` on Metal.
+#define GPTR
+// SHARED declares a block-shared (threadgroup) array at kernel scope.
+#define SHARED __shared__
+
+#define TID (threadIdx.x)
+#define BDIM (blockDim.x)
+#define BID (blockIdx.x)
+#define NBLOCKS (gridDim.x)
+#define BARRIER() __syncthreads()
+
+#define WARP 32u
+#define LANE (threadIdx.x & 31u)
+#define WARP_ID (threadIdx.x >> 5)
+
+DEVICE float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+DEVICE double dmul_rn(double a, double b) { return __dmul_rn(a, b); }
+
+DEVICE u32 f32_bits(float x) { return __float_as_uint(x); }
+DEVICE float bits_f32(u32 x) { return __uint_as_float(x); }
+DEVICE double bits_f64(u64 x) { return __longlong_as_double((long long)x); }
+
+// Warp (simdgroup) operations; every lane of the warp calls them (blocks are whole warps).
+DEVICE u32 warp_ballot(bool p) { return __ballot_sync(0xffffffffu, p); }
+DEVICE bool warp_any(bool p) { return __any_sync(0xffffffffu, p) != 0; }
+DEVICE u32 popc(u32 x) { return (u32)__popc(x); }
+
+// warp_sum_n replaces v[0..n) in every lane by its sum over the warp.
+DEVICE void warp_sum_n(float* v, int n)
+{
+    for (int i = 0; i < n; i++) {
+        float x = v[i];
+        for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+        v[i] = x;
+    }
+}
+
+DEVICE u32 warp_sum_u32(u32 x)
+{
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+}
+
+// Exclusive prefix sum over the warp's lanes.
+DEVICE u32 warp_exscan_u32(u32 x)
+{
+    u32 lane = LANE;
+    u32 s = x;
+    for (u32 o = 1; o < 32; o <<= 1) {
+        u32 y = __shfl_up_sync(0xffffffffu, s, o);
+        if (lane >= o) s += y;
+    }
+    return s - x;
+}
+
+DEVICE float atom_add_f32(GPTR float* p, float v) { return atomicAdd(p, v); }
+DEVICE u32 atom_add_u32(GPTR u32* p, u32 v) { return atomicAdd(p, v); }
+DEVICE u32 atom_max_u32(GPTR u32* p, u32 v) { return atomicMax(p, v); }
+// Shared-memory atomics (a separate address space on Metal).
+DEVICE u32 shared_add_u32(u32* p, u32 v) { return atomicAdd(p, v); }
+DEVICE u32 shared_max_u32(u32* p, u32 v) { return atomicMax(p, v); }

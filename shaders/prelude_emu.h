@@ -1,0 +1,293 @@
+// prelude_emu.h — the kernel vocabulary of prelude_cuda.h for a host C++ compiler, so that the
+// shared kernel bodies run (slowly, exactly) on a machine without a GPU. internal/fused's tests
+// use it through an emulated gpu.Device when RLXSPLAT_FUSED_EMU=1: it compiles a unit with g++,
+// substituting this file for prelude_cuda.h.
+//
+// Model: blocks run one after another; the threads of a block are fibers (ucontext) switched
+// at BARRIER() and at every warp operation. A barrier releases when every live thread of the
+// block waits at one; a warp operation completes when every live lane of the warp waits at
+// one, and it exchanges the lanes' values. Shared arrays are function-level statics (one block
+// at a time uses them). Atomics are plain read-modify-writes (one fiber runs at a time).
+// mul_rn/dmul_rn are plain products: compile with -ffp-contract=off, so nothing is fused.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <tuple>
+#include <ucontext.h>
+#include <utility>
+#include <vector>
+
+typedef uint32_t u32;
+typedef int32_t i32;
+typedef unsigned long long u64;
+
+using std::exp;
+using std::floor;
+using std::log;
+using std::sqrt;
+
+namespace emu {
+
+enum State { RUNNABLE, AT_BARRIER, AT_WARP, FINISHED };
+enum WarpOp { OP_BALLOT, OP_ANY, OP_SUMN, OP_SUMU, OP_EXSCAN };
+
+struct Fiber {
+    ucontext_t ctx;
+    u32 tid;
+    State state;
+    WarpOp op;
+    u64 val;     // the lane's operand
+    u64 res;     // the operation's result for this lane
+    float* vec;  // OP_SUMN operand, summed in place
+    int nvec;
+};
+
+struct Block {
+    u32 bid = 0, nblocks = 1, bdim = 1;
+    ucontext_t sched;
+    std::vector<Fiber> fibers;
+    std::vector<char> stacks;
+    std::function<void()> body;
+    Fiber* cur = nullptr;
+};
+
+static Block& blk()
+{
+    static Block b;
+    return b;
+}
+
+static const size_t kStack = 64 * 1024;
+
+static void park(State s)
+{
+    Block& b = blk();
+    Fiber* f = b.cur;
+    f->state = s;
+    swapcontext(&f->ctx, &b.sched);
+}
+
+static void trampoline()
+{
+    Block& b = blk();
+    b.body();
+    b.cur->state = FINISHED;
+    swapcontext(&b.cur->ctx, &b.sched);
+}
+
+// resolve_warp completes a warp operation when every live lane of warp w waits at one.
+static bool resolve_warp(u32 w)
+{
+    Block& b = blk();
+    u32 lo = w * 32u, hi = lo + 32u < b.bdim ? lo + 32u : b.bdim;
+    int waiting = 0;
+    for (u32 t = lo; t < hi; t++) {
+        State s = b.fibers[t].state;
+        if (s == AT_WARP) waiting++;
+        else if (s != FINISHED) return false;
+    }
+    if (waiting == 0) return false;
+    WarpOp op = OP_BALLOT;
+    for (u32 t = lo; t < hi; t++)
+        if (b.fibers[t].state == AT_WARP) op = b.fibers[t].op;
+    for (u32 t = lo; t < hi; t++) {
+        if (b.fibers[t].state == AT_WARP && b.fibers[t].op != op) {
+            fprintf(stderr, "emu: warp %u: lanes wait at different warp operations\n", w);
+            abort();
+        }
+    }
+    u32 ballot = 0;
+    for (u32 t = lo; t < hi; t++)
+        if (b.fibers[t].state == AT_WARP && b.fibers[t].val) ballot |= 1u << (t - lo);
+    if (op == OP_SUMN) {
+        int nv = 0;
+        for (u32 t = lo; t < hi; t++)
+            if (b.fibers[t].state == AT_WARP) nv = b.fibers[t].nvec;
+        for (int i = 0; i < nv; i++) {
+            // Butterfly order, as the CUDA prelude's shuffles sum.
+            float lane[32];
+            for (u32 l = 0; l < 32; l++) lane[l] = (lo + l < hi && b.fibers[lo + l].state == AT_WARP) ? b.fibers[lo + l].vec[i] : 0.0f;
+            for (int o = 16; o > 0; o >>= 1) {
+                float nxt[32];
+                for (int l = 0; l < 32; l++) nxt[l] = lane[l] + lane[l ^ o];
+                memcpy(lane, nxt, sizeof lane);
+            }
+            for (u32 t = lo; t < hi; t++)
+                if (b.fibers[t].state == AT_WARP) b.fibers[t].vec[i] = lane[t - lo];
+        }
+    }
+    u64 sum = 0;
+    for (u32 t = lo; t < hi; t++) {
+        Fiber& f = b.fibers[t];
+        if (f.state != AT_WARP) continue;
+        switch (op) {
+        case OP_BALLOT: f.res = ballot; break;
+        case OP_ANY: f.res = ballot != 0; break;
+        case OP_SUMN: break;
+        case OP_SUMU: {
+            u64 s = 0;
+            for (u32 q = lo; q < hi; q++)
+                if (b.fibers[q].state == AT_WARP) s += b.fibers[q].val;
+            f.res = (u32)s;
+            break;
+        }
+        case OP_EXSCAN: f.res = (u32)sum; sum += f.val; break;
+        }
+    }
+    for (u32 t = lo; t < hi; t++)
+        if (b.fibers[t].state == AT_WARP) b.fibers[t].state = RUNNABLE;
+    return true;
+}
+
+static void run_block()
+{
+    Block& b = blk();
+    for (u32 t = 0; t < b.bdim; t++) {
+        Fiber& f = b.fibers[t];
+        f.tid = t;
+        f.state = RUNNABLE;
+        getcontext(&f.ctx);
+        f.ctx.uc_stack.ss_sp = b.stacks.data() + (size_t)t * kStack;
+        f.ctx.uc_stack.ss_size = kStack;
+        f.ctx.uc_link = nullptr;
+        makecontext(&f.ctx, trampoline, 0);
+    }
+    for (;;) {
+        bool ran = false;
+        for (u32 t = 0; t < b.bdim; t++) {
+            if (b.fibers[t].state != RUNNABLE) continue;
+            b.cur = &b.fibers[t];
+            swapcontext(&b.sched, &b.fibers[t].ctx);
+            ran = true;
+        }
+        if (ran) continue;
+        bool resolved = false;
+        for (u32 w = 0; w * 32u < b.bdim; w++) resolved |= resolve_warp(w);
+        if (resolved) continue;
+        u32 live = 0, atBarrier = 0;
+        for (u32 t = 0; t < b.bdim; t++) {
+            if (b.fibers[t].state != FINISHED) live++;
+            if (b.fibers[t].state == AT_BARRIER) atBarrier++;
+        }
+        if (live == 0) return;
+        if (atBarrier == live) {
+            for (u32 t = 0; t < b.bdim; t++)
+                if (b.fibers[t].state == AT_BARRIER) b.fibers[t].state = RUNNABLE;
+            continue;
+        }
+        fprintf(stderr, "emu: block %u deadlocked (%u live threads, %u at a barrier)\n", b.bid, live, atBarrier);
+        abort();
+    }
+}
+
+template <class... A, size_t... I>
+static void call(void (*fn)(A...), void** args, std::index_sequence<I...>)
+{
+    std::tuple<A...> vals{*reinterpret_cast<A*>(args[I])...};
+    std::apply(fn, vals);
+}
+
+// launch runs fn on a 1-D grid; dims = grid x,y,z then block x,y,z (only x is used).
+template <class... A>
+static void launch(void (*fn)(A...), const u32* dims, void** args)
+{
+    Block& b = blk();
+    b.nblocks = dims[0] * (dims[1] ? dims[1] : 1) * (dims[2] ? dims[2] : 1);
+    b.bdim = dims[3];
+    if (b.fibers.size() < b.bdim) {
+        b.fibers.resize(b.bdim);
+        b.stacks.resize((size_t)b.bdim * kStack);
+    }
+    b.body = [&]() { call(fn, args, std::index_sequence_for<A...>{}); };
+    for (u32 bid = 0; bid < b.nblocks; bid++) {
+        b.bid = bid;
+        run_block();
+    }
+}
+
+static u64 warp_op(WarpOp op, u64 val)
+{
+    Fiber* f = blk().cur;
+    f->op = op;
+    f->val = val;
+    park(AT_WARP);
+    return f->res;
+}
+
+} // namespace emu
+
+#define KERNEL extern "C" void
+#define DEVICE static inline
+#define GPTR
+#define SHARED static
+
+#define TID (emu::blk().cur->tid)
+#define BDIM (emu::blk().bdim)
+#define BID (emu::blk().bid)
+#define NBLOCKS (emu::blk().nblocks)
+#define BARRIER() emu::park(emu::AT_BARRIER)
+
+#define WARP 32u
+#define LANE (TID & 31u)
+#define WARP_ID (TID >> 5)
+
+DEVICE float mul_rn(float a, float b) { return a * b; }
+DEVICE double dmul_rn(double a, double b) { return a * b; }
+
+DEVICE u32 f32_bits(float x)
+{
+    u32 u;
+    memcpy(&u, &x, 4);
+    return u;
+}
+DEVICE float bits_f32(u32 x)
+{
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+DEVICE double bits_f64(u64 x)
+{
+    double d;
+    memcpy(&d, &x, 8);
+    return d;
+}
+
+DEVICE u32 warp_ballot(bool p) { return (u32)emu::warp_op(emu::OP_BALLOT, p ? 1 : 0); }
+DEVICE bool warp_any(bool p) { return emu::warp_op(emu::OP_ANY, p ? 1 : 0) != 0; }
+DEVICE u32 popc(u32 x) { return (u32)__builtin_popcount(x); }
+DEVICE void warp_sum_n(float* v, int n)
+{
+    emu::Fiber* f = emu::blk().cur;
+    f->vec = v;
+    f->nvec = n;
+    emu::warp_op(emu::OP_SUMN, 0);
+}
+DEVICE u32 warp_sum_u32(u32 x) { return (u32)emu::warp_op(emu::OP_SUMU, x); }
+DEVICE u32 warp_exscan_u32(u32 x) { return (u32)emu::warp_op(emu::OP_EXSCAN, x); }
+
+DEVICE float atom_add_f32(float* p, float v)
+{
+    float o = *p;
+    *p = o + v;
+    return o;
+}
+DEVICE u32 atom_add_u32(u32* p, u32 v)
+{
+    u32 o = *p;
+    *p = o + v;
+    return o;
+}
+DEVICE u32 atom_max_u32(u32* p, u32 v)
+{
+    u32 o = *p;
+    if (v > o) *p = v;
+    return o;
+}
+DEVICE u32 shared_add_u32(u32* p, u32 v) { return atom_add_u32(p, v); }
+DEVICE u32 shared_max_u32(u32* p, u32 v) { return atom_max_u32(p, v); }

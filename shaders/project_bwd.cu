@@ -1,0 +1,260 @@
+// project_bwd.cu — design.md §5 step 7: the gradients of the projected data (from raster_bwd)
+// mapped back to every splat parameter, through the SH colour, the EWA covariance and Jacobian
+// (or the ray model's A and u), the opacity sigmoid and the quaternion normalisation
+// (internal/prep/project_bwd.go is the CPU twin), plus the densification statistics.
+//
+// project_bwd: one thread per splat i < n (1-D grid); nothing runs when readout[RO_ABORT] is set.
+//   cam Cam by value; params [59n] f32 packed; valid [n] u32, radius [n] f32 (project)
+//   gColor [n,3], gOpacity [n]; EWA gMean2d [n,2], gConic [n,3]; ray gRayU [n,3], gRayA [n,9]
+//   grads [59n] f32 packed (every element written once; invalid splats get 0)
+//   grad2d [n] f32: ‖dL/d(projected centre)‖ in NDC units (pixel gradient × W/2, H/2)
+//   accumulate != 0: statAccum[i] += grad2d, statCount[i] += 1, statMaxRadius[i] = max(…, radius)
+//   for valid splats (the 3DGS densification statistics)
+#include "prelude_cuda.h"
+#include "common.h"
+#include "geom.h"
+#include "readout.h"
+
+// sh_backward writes all 48 SH coefficient gradients of a splat (zero above the degree and for
+// clamped channels) and returns dL/dμ through the view direction in dmu. The loops have
+// constant trip counts, so that the coefficient arrays stay in registers.
+DEVICE void sh_backward(const Cam& cam, const GPTR float* sh, const float* mean, const float* dColor,
+                        GPTR float* gsh, float* dmu)
+{
+    float d[3] = {mean[0] - cam.center[0], mean[1] - cam.center[1], mean[2] - cam.center[2]};
+    float n = sqrtd(dot3(d, d));
+    float x = d[0] / n, y = d[1] / n, z = d[2] / n;
+    float b[SH_COEFFS], bx[SH_COEFFS], by[SH_COEFFS], bz[SH_COEFFS], s[SH_STRIDE];
+    for (int k = 0; k < SH_COEFFS; k++) b[k] = 0.0f;
+    sh_basis_grad(cam.shDegree, x, y, z, b, bx, by, bz);
+    for (int k = 0; k < SH_STRIDE; k++) s[k] = sh[k];
+    int nc = (cam.shDegree + 1) * (cam.shDegree + 1);
+    float dd[3] = {0.0f, 0.0f, 0.0f};
+    for (int c = 0; c < 3; c++) {
+        float v = 0.5f;
+        for (int k = 0; k < SH_COEFFS; k++)
+            if (k < nc) v += b[k] * s[k * 3 + c];
+        // Clamped at zero: no gradient (design.md §3).
+        bool on = v > 0.0f;
+        float gc = dColor[c];
+        for (int k = 0; k < SH_COEFFS; k++) {
+            bool use = on && k < nc;
+            gsh[k * 3 + c] = use ? b[k] * gc : 0.0f;
+            if (use) {
+                dd[0] += bx[k] * s[k * 3 + c] * gc;
+                dd[1] += by[k] * s[k * 3 + c] * gc;
+                dd[2] += bz[k] * s[k * 3 + c] * gc;
+            }
+        }
+    }
+    // Through d̂ = d/‖d‖: dd = (dd̂ − d̂(d̂·dd̂))/‖d‖.
+    float sd = x * dd[0] + y * dd[1] + z * dd[2];
+    dmu[0] = (dd[0] - x * sd) / n;
+    dmu[1] = (dd[1] - y * sd) / n;
+    dmu[2] = (dd[2] - z * sd) / n;
+}
+
+// quat_vjp maps dL/dR (R the rotation of q̂ = q/n) back to dL/dq of the unnormalised q.
+DEVICE void quat_vjp(const float* qh, float n, const float* g, float* dq)
+{
+    if (n == 0.0f) {
+        dq[0] = dq[1] = dq[2] = dq[3] = 0.0f;
+        return;
+    }
+    float w = qh[0], x = qh[1], y = qh[2], z = qh[3];
+    float dw = 2.0f * (-z * g[1] + y * g[2] + z * g[3] - x * g[5] - y * g[6] + x * g[7]);
+    float dx = 2.0f * (y * g[1] + z * g[2] + y * g[3] - 2.0f * x * g[4] - w * g[5] + z * g[6] + w * g[7] - 2.0f * x * g[8]);
+    float dy = 2.0f * (-2.0f * y * g[0] + x * g[1] + w * g[2] + x * g[3] + z * g[5] - w * g[6] + z * g[7] - 2.0f * y * g[8]);
+    float dz = 2.0f * (-2.0f * z * g[0] - w * g[1] + x * g[2] + w * g[3] - 2.0f * z * g[4] + y * g[5] + x * g[6] + y * g[7]);
+    float d = dw * w + dx * x + dy * y + dz * z;
+    dq[0] = (dw - w * d) / n;
+    dq[1] = (dx - x * d) / n;
+    dq[2] = (dy - y * d) / n;
+    dq[3] = (dz - z * d) / n;
+}
+
+struct PG {
+    const GPTR float* color;
+    const GPTR float* opacity;
+    const GPTR float* mean2d;
+    const GPTR float* conic;
+    const GPTR float* rayU;
+    const GPTR float* rayA;
+};
+
+// Returns the position statistic; writes every gradient of splat i into grads.
+DEVICE float ewa_backward(const Cam& cam, const GPTR float* params, u32 n, u32 i, const PG& pg, GPTR float* grads)
+{
+    Geom st;
+    load_geom(cam, params, n, i, 1.0f, st);
+    float sc[9], m[9], jac[6];
+    ewa_cov(cam, st, sc, m);
+    float tx, ty;
+    bool clampX, clampY;
+    ewa_jacobian(cam, st.p, jac, tx, ty, clampX, clampY);
+    float a0, b, c0;
+    cov2d(jac, sc, a0, b, c0);
+    float a = a0 + DILATION, c = c0 + DILATION;
+    float det = a * c - b * b;
+    float z = st.p[2];
+
+    float dColor[3] = {pg.color[i * 3], pg.color[i * 3 + 1], pg.color[i * 3 + 2]};
+    float dMu[3];
+    sh_backward(cam, params + OFF_SH(n) + i * SH_STRIDE, st.mean, dColor, grads + OFF_SH(n) + i * SH_STRIDE, dMu);
+
+    float gOpac = pg.opacity[i];
+    float ga = 0.0f, gb = 0.0f, gc = 0.0f;
+    float comp = 1.0f;
+    if (cam.antialiased) {
+        float det0 = a0 * c0 - b * b;
+        float ratio = gmaxf(det0 / det, 0.0f);
+        comp = sqrtd(ratio);
+        if (comp > 0.0f) {
+            float dRatio = gOpac * st.opac0 / (2.0f * comp);
+            float det2 = det * det;
+            ga += dRatio * (c0 * det - det0 * c) / det2;
+            gc += dRatio * (a0 * det - det0 * a) / det2;
+            gb += dRatio * (-2.0f * b * (det - det0)) / det2;
+        }
+    }
+    grads[OFF_OPAC(n) + i] = gOpac * comp * st.opac0 * (1.0f - st.opac0);
+
+    // Conic (c/det, −b/det, a/det) back to the dilated covariance (a, b, c).
+    float gca = pg.conic[i * 3], gcb = pg.conic[i * 3 + 1], gcc = pg.conic[i * 3 + 2];
+    float d2 = det * det;
+    ga += gca * (-c * c / d2) + gcb * (b * c / d2) + gcc * (1.0f / det - a * c / d2);
+    gb += gca * (2.0f * b * c / d2) + gcb * (-1.0f / det - 2.0f * b * b / d2) + gcc * (2.0f * a * b / d2);
+    gc += gca * (1.0f / det - a * c / d2) + gcb * (a * b / d2) + gcc * (-a * a / d2);
+
+    // Σ' = J·Σc·Jᵀ: dΣc = Jᵀ·G2·J and dJ = 2·G2·J·Σc, G2 symmetric with b shared.
+    float g2[4] = {ga, gb / 2.0f, gb / 2.0f, gc};
+    float g2j[6];
+    for (int r = 0; r < 2; r++)
+        for (int k = 0; k < 3; k++) g2j[r * 3 + k] = g2[r * 2] * jac[k] + g2[r * 2 + 1] * jac[3 + k];
+    float dSc[9];
+    for (int r = 0; r < 3; r++)
+        for (int k = 0; k < 3; k++) dSc[r * 3 + k] = jac[r] * g2j[k] + jac[3 + r] * g2j[3 + k];
+    float dJ[6];
+    for (int r = 0; r < 2; r++)
+        for (int k = 0; k < 3; k++)
+            dJ[r * 3 + k] = 2.0f * (g2j[r * 3] * sc[k] + g2j[r * 3 + 1] * sc[3 + k] + g2j[r * 3 + 2] * sc[6 + k]);
+
+    float gmx = pg.mean2d[i * 2], gmy = pg.mean2d[i * 2 + 1];
+    float dP[3] = {0.0f, 0.0f, 0.0f};
+    dP[0] += cam.fx / z * gmx;
+    dP[1] += cam.fy / z * gmy;
+    dP[2] += -cam.fx * st.p[0] / (z * z) * gmx - cam.fy * st.p[1] / (z * z) * gmy;
+    float z2 = z * z, z3 = z * z * z;
+    dP[2] += -cam.fx / z2 * dJ[0] - cam.fy / z2 * dJ[4];
+    if (clampX) {
+        dP[2] += cam.fx * tx / z3 * dJ[2];
+    } else {
+        dP[0] += -cam.fx / z2 * dJ[2];
+        dP[2] += 2.0f * cam.fx * tx / z3 * dJ[2];
+    }
+    if (clampY) {
+        dP[2] += cam.fy * ty / z3 * dJ[5];
+    } else {
+        dP[1] += -cam.fy / z2 * dJ[5];
+        dP[2] += 2.0f * cam.fy * ty / z3 * dJ[5];
+    }
+    float dW[3];
+    mul_mtv(cam.R, dP, dW);
+    for (int k = 0; k < 3; k++) grads[OFF_MEANS(n) + i * 3 + k] = dMu[k] + dW[k];
+
+    // Σc = W·Σ·Wᵀ → dΣ = Wᵀ·dΣc·W; Σ = M·Mᵀ → dM = 2·dΣ·M.
+    float wt[9], t[9], dSigma[9], dM[9], dR[9];
+    transpose3(cam.R, wt);
+    mul_mm(wt, dSc, t);
+    mul_mm(t, cam.R, dSigma);
+    mul_mm(dSigma, m, dM);
+    for (int r = 0; r < 3; r++)
+        for (int k = 0; k < 3; k++) {
+            dM[r * 3 + k] *= 2.0f;
+            dR[r * 3 + k] = dM[r * 3 + k] * st.s[k];
+        }
+    for (int k = 0; k < 3; k++) {
+        float ds = dM[k] * st.rq[k] + dM[3 + k] * st.rq[3 + k] + dM[6 + k] * st.rq[6 + k];
+        grads[OFF_SCALES(n) + i * 3 + k] = ds * st.s[k];
+    }
+    float dq[4];
+    quat_vjp(st.qh, st.qn, dR, dq);
+    for (int k = 0; k < 4; k++) grads[OFF_QUATS(n) + i * 4 + k] = dq[k];
+
+    float nx = gmx * (float)cam.W / 2.0f, ny = gmy * (float)cam.H / 2.0f;
+    return sqrtd(nx * nx + ny * ny);
+}
+
+DEVICE float ray_backward(const Cam& cam, const GPTR float* params, u32 n, u32 i, const PG& pg, GPTR float* grads)
+{
+    Geom st;
+    load_geom(cam, params, n, i, cam.radiusScale, st);
+    float dColor[3] = {pg.color[i * 3], pg.color[i * 3 + 1], pg.color[i * 3 + 2]};
+    float dMu[3];
+    sh_backward(cam, params + OFF_SH(n) + i * SH_STRIDE, st.mean, dColor, grads + OFF_SH(n) + i * SH_STRIDE, dMu);
+    grads[OFF_OPAC(n) + i] = pg.opacity[i] * st.opac0 * (1.0f - st.opac0);
+
+    float a[9];
+    for (int k = 0; k < 3; k++)
+        for (int j = 0; j < 3; j++) a[k * 3 + j] = st.rq[j * 3 + k] / st.s[k];
+    float rel[3] = {cam.center[0] - st.mean[0], cam.center[1] - st.mean[1], cam.center[2] - st.mean[2]};
+    float dU[3] = {pg.rayU[i * 3], pg.rayU[i * 3 + 1], pg.rayU[i * 3 + 2]};
+    float dA[9];
+    for (int k = 0; k < 3; k++)
+        for (int j = 0; j < 3; j++) dA[k * 3 + j] = pg.rayA[i * 9 + k * 3 + j] + dU[k] * rel[j];
+    // u = A·(c − μ): dμ = −Aᵀ·dU.
+    float du[3];
+    mul_mtv(a, dU, du);
+    for (int k = 0; k < 3; k++) dMu[k] -= du[k];
+    // A[k][j] = R[j][k]/σ_k.
+    float dR[9];
+    for (int k = 0; k < 3; k++) {
+        float ds = 0.0f;
+        for (int j = 0; j < 3; j++) {
+            dR[j * 3 + k] = dA[k * 3 + j] / st.s[k];
+            ds -= dA[k * 3 + j] * st.rq[j * 3 + k] / (st.s[k] * st.s[k]);
+        }
+        grads[OFF_SCALES(n) + i * 3 + k] = ds * st.s[k];
+    }
+    float dq[4];
+    quat_vjp(st.qh, st.qn, dR, dq);
+    for (int k = 0; k < 4; k++) grads[OFF_QUATS(n) + i * 4 + k] = dq[k];
+    for (int k = 0; k < 3; k++) grads[OFF_MEANS(n) + i * 3 + k] = dMu[k];
+
+    // The position statistic: μ moved along the camera's x and y axes shifts the centre by f·δ/z.
+    float z = st.p[2];
+    float gx = (dMu[0] * cam.R[0] + dMu[1] * cam.R[1] + dMu[2] * cam.R[2]) * z / cam.fx;
+    float gy = (dMu[0] * cam.R[3] + dMu[1] * cam.R[4] + dMu[2] * cam.R[5]) * z / cam.fy;
+    float nx = gx * (float)cam.W / 2.0f, ny = gy * (float)cam.H / 2.0f;
+    return sqrtd(nx * nx + ny * ny);
+}
+
+KERNEL project_bwd(Cam cam, const GPTR u32* readout, const GPTR float* params, const GPTR u32* valid,
+                   const GPTR float* radius, const GPTR float* gColor, const GPTR float* gOpacity,
+                   const GPTR float* gMean2d, const GPTR float* gConic, const GPTR float* gRayU,
+                   const GPTR float* gRayA, GPTR float* grads, GPTR float* grad2d, u32 accumulate,
+                   GPTR float* statAccum, GPTR u32* statCount, GPTR float* statMaxRadius)
+{
+    if (readout[RO_ABORT]) return;
+    u32 n = (u32)cam.n;
+    u32 i = BID * BDIM + TID;
+    if (i >= n) return;
+    if (!valid[i]) {
+        for (int k = 0; k < 3; k++) grads[OFF_MEANS(n) + i * 3 + k] = 0.0f;
+        for (int k = 0; k < 3; k++) grads[OFF_SCALES(n) + i * 3 + k] = 0.0f;
+        for (int k = 0; k < 4; k++) grads[OFF_QUATS(n) + i * 4 + k] = 0.0f;
+        grads[OFF_OPAC(n) + i] = 0.0f;
+        for (int k = 0; k < SH_STRIDE; k++) grads[OFF_SH(n) + i * SH_STRIDE + k] = 0.0f;
+        grad2d[i] = 0.0f;
+        return;
+    }
+    // A valid splat's backward writes each of its 59 gradients once.
+    PG pg = {gColor, gOpacity, gMean2d, gConic, gRayU, gRayA};
+    float stat = cam.model == MODEL_RAY ? ray_backward(cam, params, n, i, pg, grads) : ewa_backward(cam, params, n, i, pg, grads);
+    grad2d[i] = stat;
+    if (accumulate) {
+        statAccum[i] = statAccum[i] + stat;
+        statCount[i] = statCount[i] + 1u;
+        statMaxRadius[i] = gmaxf(statMaxRadius[i], radius[i]);
+    }
+}

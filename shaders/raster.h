@@ -1,0 +1,104 @@
+// raster.h — what raster_fwd.cu and raster_bwd.cu share: the launch parameters, the per-splat
+// data a block stages in shared memory, and the per-pixel alpha of both render models
+// (internal/raster/alpha.go is the CPU twin). Both passes must take the very same skip/blend
+// decision at every pixel (the backward recomputes alpha), so every expression that feeds a
+// decision lives here once, with the CPU's rounding.
+#pragma once
+
+// Raster is passed by value; internal/fused/raster.go writes it: 12 four-byte words.
+struct Raster {
+    i32 W, H, tileSize, tilesX;
+    i32 model, maxSteps, pad0, pad1;
+    float bg[3];
+    float alphaMin; // float32(prep.AlphaMin)
+};
+
+// Splats staged per batch; a block has at least as many threads as a tile has pixels, rounded
+// up to whole warps.
+#define BATCH 256
+// Staged floats per splat: EWA mx, my, a, b, c (5); ray u[3], A[9], ‖u‖² (13).
+#define GEO 13
+
+// powerCut: the exponent below which o·exp(power) is certainly below amin, in float64 as the
+// CPU computes it; false when the splat can reach amin nowhere (o ≤ 0, NaN, or cut > 0).
+DEVICE bool power_cut(float o, float amin, double& cut)
+{
+    if (!(o > 0.0f)) return false;
+    cut = log((double)amin / (double)o) - POWER_SLACK;
+    return cut <= 0.0;
+}
+
+// EWA exponent −½(a·dx² + c·dy²) − b·dx·dy at pixel (x, y), as raster's ewaRow/ewaPower.
+DEVICE float ewa_power(const float* geo, int x, int y, float& dx, float& dy)
+{
+    float mx = geo[0], my = geo[1], a = geo[2], b = geo[3], c = geo[4];
+    dy = ((float)y + 0.5f) - my;
+    float hb = mul_rn(b, dy);
+    float hc = mul_rn(mul_rn(c / 2.0f, dy), dy);
+    dx = ((float)x + 0.5f) - mx;
+    return -(mul_rn(dx, mul_rn(a / 2.0f, dx) + hb) + hc);
+}
+
+// Ray model: with v = A·d and sc = (u·v)/‖v‖², w = u − sc·v; false when the closest approach is
+// behind the camera or certainly too far (raster's rayPerp). qcut = −2·cut.
+DEVICE bool ray_perp(const float* geo, float qcut, float d0, float d1, float d2, float* w, float& sc, float* v)
+{
+    const float* u = geo;
+    const float* A = geo + 3;
+    float uu = geo[12];
+    v[0] = mul_rn(A[0], d0) + mul_rn(A[1], d1) + mul_rn(A[2], d2);
+    v[1] = mul_rn(A[3], d0) + mul_rn(A[4], d1) + mul_rn(A[5], d2);
+    v[2] = mul_rn(A[6], d0) + mul_rn(A[7], d1) + mul_rn(A[8], d2);
+    float uv = mul_rn(u[0], v[0]) + mul_rn(u[1], v[1]) + mul_rn(u[2], v[2]);
+    if (!(uv < 0.0f)) return false;
+    float vv = mul_rn(v[0], v[0]) + mul_rn(v[1], v[1]) + mul_rn(v[2], v[2]);
+    if (!(mul_rn(uu, vv) - mul_rn(uv, uv) <= mul_rn(qcut, vv))) return false;
+    sc = uv / vv;
+    w[0] = u[0] - mul_rn(sc, v[0]);
+    w[1] = u[1] - mul_rn(sc, v[1]);
+    w[2] = u[2] - mul_rn(sc, v[2]);
+    return true;
+}
+
+DEVICE float ray_power(const float* w) { return -(mul_rn(w[0], w[0]) + mul_rn(w[1], w[1]) + mul_rn(w[2], w[2])) / 2.0f; }
+
+// alpha = min(0.99, o·exp32(power)); clamped says the clamp is active (no gradient then).
+DEVICE float alpha_of(float o, float power, float& g, bool& clamped)
+{
+    g = exp32(power);
+    float alpha = mul_rn(o, g);
+    clamped = alpha > ALPHA_MAX;
+    return clamped ? ALPHA_MAX : alpha;
+}
+
+// stage_splat loads splat id into the batch slot j of the shared arrays; it returns whether
+// the splat can reach alpha_min anywhere (else every pixel skips it).
+DEVICE bool stage_splat(const Raster& rp, u32 id, const GPTR float* opacity, const GPTR float* color,
+                        const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU,
+                        const GPTR float* rayA, float* sGeo, float* sOpac, float* sCut, float* sCol)
+{
+    float o = opacity[id];
+    double cut;
+    if (!power_cut(o, rp.alphaMin, cut)) return false;
+    sOpac[0] = o;
+    sCol[0] = color[id * 3];
+    sCol[1] = color[id * 3 + 1];
+    sCol[2] = color[id * 3 + 2];
+    if (rp.model == MODEL_RAY) {
+        sCut[0] = (float)(-2.0 * cut);
+        float u0 = rayU[id * 3], u1 = rayU[id * 3 + 1], u2 = rayU[id * 3 + 2];
+        sGeo[0] = u0;
+        sGeo[1] = u1;
+        sGeo[2] = u2;
+        for (int k = 0; k < 9; k++) sGeo[3 + k] = rayA[id * 9 + k];
+        sGeo[12] = mul_rn(u0, u0) + mul_rn(u1, u1) + mul_rn(u2, u2);
+    } else {
+        sCut[0] = (float)cut;
+        sGeo[0] = mean2d[id * 2];
+        sGeo[1] = mean2d[id * 2 + 1];
+        sGeo[2] = conic[id * 3];
+        sGeo[3] = conic[id * 3 + 1];
+        sGeo[4] = conic[id * 3 + 2];
+    }
+    return true;
+}
