@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 
 	"github.com/rlxsplat/rlxsplat/internal/config"
 	"github.com/rlxsplat/rlxsplat/internal/demo"
@@ -140,7 +141,7 @@ func NewEngine(c *config.Config, g *splat.Gaussians, notice func(string)) (engin
 			return eng, nil
 		}
 		if notice != nil {
-			notice(fmt.Sprintf("no GPU engine (%v): training on the CPU with %d threads", gerr, set.Workers))
+			notice(fmt.Sprintf("no GPU engine (%s): running on the CPU with %d threads", firstLine(gerr), set.Workers))
 		}
 		return cpu.New(set, g)
 	default:
@@ -161,4 +162,26 @@ func newGPUEngine(set engine.Settings, g *splat.Gaussians) (engine.Engine, error
 		return nil, fmt.Errorf("%w: %w", ErrNoGPU, err)
 	}
 	return e, nil
+}
+
+// firstLine is the first line of an error's message: the device layer joins
+// every library name it tried, which belongs in a --device cuda error but not
+// in the one-line notice of a fallback.
+func firstLine(err error) string {
+	msg := err.Error()
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		return strings.TrimRight(msg[:i], ": ")
+	}
+	return msg
+}
+
+// GPUStatus says whether a GPU engine can start here, for commands that
+// report it (parity): nil, or the one-line reason it cannot.
+func GPUStatus(set engine.Settings) error {
+	g := splat.New(1)
+	e, err := newGPUEngine(set, g)
+	if err != nil {
+		return errors.New(firstLine(err))
+	}
+	return e.Close()
 }
