@@ -38,6 +38,9 @@ var (
 	Blue   = color.RGBA{31, 119, 180, 255}
 	Orange = color.RGBA{255, 127, 14, 255}
 	Green  = color.RGBA{44, 160, 44, 255}
+	// Light variants for raw data drawn under its smoothed line.
+	LightBlue   = color.RGBA{174, 199, 232, 255}
+	LightOrange = color.RGBA{255, 187, 120, 255}
 )
 
 const (
@@ -85,6 +88,9 @@ func drawPanel(img *image.RGBA, r image.Rectangle, p Panel) {
 		text(img, plotR.Min.X+10, plotR.Min.Y+20, "no data", black)
 		return
 	}
+	if xmin > 0 && xmin <= 1 {
+		xmin = 0 // steps start at 1: round the axis to 0 so ticks fall on round numbers
+	}
 	if xmax == xmin {
 		xmax = xmin + 1
 	}
@@ -112,7 +118,7 @@ func drawPanel(img *image.RGBA, r image.Rectangle, p Panel) {
 		x := xmin + (xmax-xmin)*float64(k)/4
 		xx := px(x)
 		vline(img, xx, plotR.Min.Y, plotR.Max.Y, grey)
-		text(img, xx-12, plotR.Max.Y+16, short(x), black)
+		text(img, xx-12, plotR.Max.Y+16, strconv.FormatFloat(math.Round(x), 'f', 0, 64), black)
 	}
 	text(img, plotR.Min.X+plotR.Dx()/2-20, r.Max.Y-6, p.XLabel, black)
 	// Series and legend.
