@@ -88,6 +88,11 @@ func runTrain(cmd *cobra.Command, o *trainOptions, c *config.Config, s *streams)
 	src := ds.Dir
 	fmt.Fprintf(s.Err, "rlxsplat: %s: %d training and %d test views of %d×%d px, extent %.3g (loaded in %.1fs)\n",
 		src, len(ds.Train), len(ds.Test), ds.Train[0].Camera.Width, ds.Train[0].Camera.Height, ds.Extent, time.Since(start).Seconds())
+	if msg, err := app.InitPoints(c, ds); err != nil {
+		return err
+	} else if msg != "" {
+		notice(msg)
+	}
 	opt := app.TrainOptions(c, yaml)
 	g, msg, err := train.Initial(opt, ds)
 	if err != nil {

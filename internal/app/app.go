@@ -121,6 +121,22 @@ func LoadDataset(c *config.Config) (*dataset.Dataset, error) {
 	return dataset.Load(c.Data.Dir, opt)
 }
 
+// InitPoints replaces the dataset's initial points with those of the model
+// named by init.points_from, aligned to the dataset (see
+// dataset.PointsFrom), and says what it did; it does nothing when the key is
+// empty.
+func InitPoints(c *config.Config, ds *dataset.Dataset) (string, error) {
+	if c.Init.PointsFrom == "" {
+		return "", nil
+	}
+	xyz, rgb, note, err := dataset.PointsFrom(ds, c.Init.PointsFrom)
+	if err != nil {
+		return "", err
+	}
+	ds.Points, ds.PointColors = xyz, rgb
+	return note, nil
+}
+
 // ErrNoGPU reports that a GPU was asked for and none could be used.
 var ErrNoGPU = errors.New("app: no usable GPU")
 

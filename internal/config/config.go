@@ -72,6 +72,10 @@ type Init struct {
 	Opacity float64 `yaml:"opacity"`
 	// RandomExtent is the half-size of the random cube / scene extent.
 	RandomExtent float64 `yaml:"random_extent"`
+	// PointsFrom is a COLMAP sparse model folder whose points initialise the
+	// scene, aligned to the dataset's cameras by matching image names; "" =
+	// the dataset's own points.
+	PointsFrom string `yaml:"points_from"`
 }
 
 // RenderModel selects the per-splat prepare and per-pixel alpha

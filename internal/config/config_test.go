@@ -41,7 +41,7 @@ func wantDefaults() Config {
 	return Config{
 		Data: Data{Dir: "", Format: "", Images: "images", Downscale: 0, MaxWidth: 1600,
 			TestEvery: 8, Background: []float64{0, 0, 0}, RandomBackground: false},
-		Init:   Init{Mode: InitSfM, RandomCount: 100000, Opacity: 0.1, RandomExtent: 1.0},
+		Init:   Init{Mode: InitSfM, RandomCount: 100000, Opacity: 0.1, RandomExtent: 1.0, PointsFrom: ""},
 		Model:  Model{Render: RenderEWA, SHDegree: 3, SHDegreeInterval: 1000, Antialiased: false, RadiusScale: 1.0, Near: 0.01},
 		Raster: Raster{BinMode: BinGPUConic, TileSize: 16, MaxSplatSteps: 0},
 		Loss:   Loss{Kind: LossL1SSIM, SSIMLambda: 0.2},
@@ -502,10 +502,10 @@ func TestDefaultYAMLDocumentsEveryKey(t *testing.T) {
 
 func TestKeysDefaultType(t *testing.T) {
 	keys := Keys()
-	// data 8, init 4, model 6, raster 3, loss 2, optim 13, densify 12,
+	// data 8, init 5, model 6, raster 3, loss 2, optim 13, densify 12,
 	// train 10, output 2.
-	if len(keys) != 60 {
-		t.Errorf("%d keys, want 60", len(keys))
+	if len(keys) != 61 {
+		t.Errorf("%d keys, want 61", len(keys))
 	}
 	if keys[0] != "data.dir" || keys[len(keys)-1] != "output.formats" {
 		t.Errorf("key order: first %s, last %s", keys[0], keys[len(keys)-1])

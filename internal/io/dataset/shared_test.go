@@ -101,14 +101,14 @@ func TestDuck(t *testing.T) {
 		cc = append(cc, v.Camera)
 		nc = append(nc, n)
 	}
-	s, q, tr := similarity(cc, nc)
+	s, q, tr := Similarity(cc, nc)
 	t.Logf("similarity COLMAP → transforms: scale %.4f, translation %.4f", s, tr)
 	if r := s * col.Extent / tra.Extent; math.Abs(r-1) > 0.01 {
 		t.Errorf("COLMAP extent %v × scale %v differs from the transforms extent %v by %.2f%%", col.Extent, s, tra.Extent, 100*math.Abs(r-1))
 	}
 	var centreErr float64
 	for i := range cc {
-		p := apply(s, q, tr, cc[i].Center())
+		p := ApplySimilarity(s, q, tr, cc[i].Center())
 		n := nc[i].Center()
 		centreErr += math.Sqrt((p[0]-n[0])*(p[0]-n[0])+(p[1]-n[1])*(p[1]-n[1])+(p[2]-n[2])*(p[2]-n[2])) / float64(len(cc))
 	}
@@ -118,7 +118,7 @@ func TestDuck(t *testing.T) {
 	var diffs []float64
 	for k := 0; k < len(col.Points)/3; k += 7 {
 		p := [3]float64{float64(col.Points[3*k]), float64(col.Points[3*k+1]), float64(col.Points[3*k+2])}
-		pn := apply(s, q, tr, p)
+		pn := ApplySimilarity(s, q, tr, p)
 		for i := 0; i < len(cc); i += 5 {
 			u1, v1, z1 := project(cc[i], p)
 			u2, v2, z2 := project(nc[i], pn)
@@ -138,6 +138,35 @@ func TestDuck(t *testing.T) {
 		t.Errorf("COLMAP and transforms cameras disagree: median %.3f px, 90th percentile %.3f px (want < 1.5 and < 3)", med, p90)
 	}
 
+	// PointsFrom carries COLMAP's points into the transforms frame the same
+	// way, and leaves them where they are for the COLMAP dataset itself.
+	sparse := filepath.Join(dir, "sparse", "0")
+	xyz, _, note, err := PointsFrom(tra, sparse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(note)
+	if len(xyz) != len(col.Points) {
+		t.Fatalf("PointsFrom: %d values, want %d", len(xyz), len(col.Points))
+	}
+	for k := 0; k < len(xyz)/3; k += 97 {
+		want := ApplySimilarity(s, q, tr, [3]float64{float64(col.Points[3*k]), float64(col.Points[3*k+1]), float64(col.Points[3*k+2])})
+		for a := 0; a < 3; a++ {
+			if math.Abs(float64(xyz[3*k+a])-want[a]) > 1e-4 {
+				t.Fatalf("PointsFrom point %d: %v, want %v", k, xyz[3*k:3*k+3], want)
+			}
+		}
+	}
+	same, _, _, err := PointsFrom(col, sparse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range same {
+		if math.Abs(float64(v-col.Points[i])) > 1e-4*(1+math.Abs(float64(v))) {
+			t.Fatalf("PointsFrom on the model's own dataset moved value %d: %v → %v", i, col.Points[i], v)
+		}
+	}
+
 	// The true cameras aim at (0, 0, 0.6) above the duck: image centre.
 	for _, v := range allViews(tra) {
 		u, w, z := project(v.Camera, [3]float64{0, 0, 0.6})
@@ -145,78 +174,6 @@ func TestDuck(t *testing.T) {
 			t.Fatalf("view %s: aim point projects to (%.2f, %.2f), z %.2f; want the image centre", v.Name, u, w, z)
 		}
 	}
-}
-
-// similarity estimates x_b = s·Q·x_a + t between two pose sets of the same
-// views: each view gives Q ≈ R_bᵀ R_a (world-to-camera rotations), averaged
-// and projected back to a rotation; s is the ratio of the spreads of the
-// camera centres, t matches their means.
-func similarity(a, b []camera.Camera) (s float64, q [3][3]float64, t [3]float64) {
-	var ma, mb [3]float64
-	for i := range a {
-		ra, rb := a[i].R, b[i].R
-		for r := 0; r < 3; r++ {
-			for c := 0; c < 3; c++ {
-				for k := 0; k < 3; k++ {
-					q[r][c] += rb[k][r] * ra[k][c]
-				}
-			}
-		}
-		ca, cb := a[i].Center(), b[i].Center()
-		for k := 0; k < 3; k++ {
-			ma[k] += ca[k] / float64(len(a))
-			mb[k] += cb[k] / float64(len(a))
-		}
-	}
-	q = polar(q)
-	var sa, sb float64
-	for i := range a {
-		ca, cb := a[i].Center(), b[i].Center()
-		for k := 0; k < 3; k++ {
-			sa += (ca[k] - ma[k]) * (ca[k] - ma[k])
-			sb += (cb[k] - mb[k]) * (cb[k] - mb[k])
-		}
-	}
-	s = math.Sqrt(sb / sa)
-	qm := apply(s, q, [3]float64{}, ma)
-	for k := 0; k < 3; k++ {
-		t[k] = mb[k] - qm[k]
-	}
-	return s, q, t
-}
-
-func apply(s float64, q [3][3]float64, t, p [3]float64) [3]float64 {
-	var o [3]float64
-	for r := 0; r < 3; r++ {
-		o[r] = s*(q[r][0]*p[0]+q[r][1]*p[1]+q[r][2]*p[2]) + t[r]
-	}
-	return o
-}
-
-// polar returns the rotation nearest to m by the iteration M ← ½(M + M⁻ᵀ),
-// after scaling m to unit determinant.
-func polar(m [3][3]float64) [3][3]float64 {
-	det := func(a [3][3]float64) float64 {
-		return a[0][0]*(a[1][1]*a[2][2]-a[1][2]*a[2][1]) - a[0][1]*(a[1][0]*a[2][2]-a[1][2]*a[2][0]) + a[0][2]*(a[1][0]*a[2][1]-a[1][1]*a[2][0])
-	}
-	sc := math.Cbrt(det(m))
-	for i := range m {
-		for j := range m[i] {
-			m[i][j] /= sc
-		}
-	}
-	for it := 0; it < 50; it++ {
-		d := det(m)
-		var n [3][3]float64
-		for i := 0; i < 3; i++ {
-			for j := 0; j < 3; j++ {
-				i1, i2, j1, j2 := (i+1)%3, (i+2)%3, (j+1)%3, (j+2)%3
-				n[i][j] = 0.5 * (m[i][j] + (m[i1][j1]*m[i2][j2]-m[i1][j2]*m[i2][j1])/d)
-			}
-		}
-		m = n
-	}
-	return m
 }
 
 // bonsaiSubset builds a small capture in a temporary directory from three
