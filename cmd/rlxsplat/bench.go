@@ -41,13 +41,9 @@ steps per second. With --gaussians N the scene is resampled to N Gaussians.`,
 		Example: `  rlxsplat bench --data ../shared/data/bonsai --downscale 4 --steps 20`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := o.cf.load(cmd.Flags(), s)
-			if err != nil {
+			c, err := o.cf.resolved(cmd, s)
+			if err != nil || c == nil {
 				return err
-			}
-			if o.cf.printConfig {
-				fmt.Fprint(s.Out, c.Describe())
-				return nil
 			}
 			if o.steps < 1 || o.warmup < 0 || o.gaussians < 0 {
 				return usageError{fmt.Errorf("bench: --steps must be ≥ 1, --warmup and --gaussians ≥ 0")}

@@ -51,13 +51,9 @@ instead (the dataset's cameras set the circle).`,
 				}
 				o.cf.fileData, o.cf.fileName = yaml, o.ckpt+" (config)"
 			}
-			c, err := o.cf.load(cmd.Flags(), s)
-			if err != nil {
+			c, err := o.cf.resolved(cmd, s)
+			if err != nil || c == nil {
 				return err
-			}
-			if o.cf.printConfig {
-				fmt.Fprint(s.Out, c.Describe())
-				return nil
 			}
 			if runF != nil {
 				return runF(o, c)

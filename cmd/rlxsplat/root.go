@@ -124,6 +124,18 @@ func (cf *configFlags) bindKey(fs *pflag.FlagSet, name, key, usage string) {
 	fs.String(name, "", fmt.Sprintf("%s (config %s, default %s)", usage, key, config.Default(key)))
 }
 
+// resolved loads the configuration and handles --print-config: it returns
+// a nil Config, and no error, when it has printed it and the command has
+// nothing more to do.
+func (cf *configFlags) resolved(cmd *cobra.Command, s *streams) (*config.Config, error) {
+	c, err := cf.load(cmd.Flags(), s)
+	if err != nil || !cf.printConfig {
+		return c, err
+	}
+	fmt.Fprint(s.Out, c.Describe())
+	return nil, nil
+}
+
 // load resolves the configuration: defaults < --config < env < flags.
 func (cf *configFlags) load(fs *pflag.FlagSet, s *streams) (*config.Config, error) {
 	flags := map[string]string{}

@@ -32,12 +32,8 @@ checkpoints/, point_cloud.ply and training_curve.png.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := loadTrainConfig(cmd, o, s)
-			if err != nil {
+			if err != nil || c == nil {
 				return err
-			}
-			if o.cf.printConfig {
-				fmt.Fprint(s.Out, c.Describe())
-				return nil
 			}
 			if runF != nil {
 				return runF(o, c)
@@ -71,7 +67,7 @@ func loadTrainConfig(cmd *cobra.Command, o *trainOptions, s *streams) (*config.C
 		o.cf.fileData = yaml
 		o.cf.fileName = o.resume + " (config)"
 	}
-	return o.cf.load(cmd.Flags(), s)
+	return o.cf.resolved(cmd, s)
 }
 
 func runTrain(cmd *cobra.Command, o *trainOptions, c *config.Config, s *streams) error {
