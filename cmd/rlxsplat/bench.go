@@ -180,7 +180,7 @@ func resample(g *splat.Gaussians, n int, seed uint64) *splat.Gaussians {
 			src[i] = int32(i % g.Len())
 		}
 	}
-	out := engine.Gather(g, src)
+	out := splat.Gather(g, src)
 	if n > g.Len() {
 		for i := g.Len(); i < n; i++ {
 			for a := 0; a < 3; a++ {

@@ -123,20 +123,9 @@ func New(cfg Config, n int) (*Optimizer, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("adam: negative splat count %d", n)
 	}
-	return &Optimizer{M: zeros(n), V: zeros(n), cfg: cfg}, nil
+	return &Optimizer{M: splat.Zeros[float32](n), V: splat.Zeros[float32](n), cfg: cfg}, nil
 }
 
-// zeros returns n splats with every value 0 (splat.New would set the
-// quaternions to the identity, which is wrong for moments).
-func zeros(n int) *splat.Gaussians {
-	return &splat.Gaussians{
-		Means:         make([]float32, n*3),
-		LogScales:     make([]float32, n*3),
-		Quats:         make([]float32, n*4),
-		OpacityLogits: make([]float32, n),
-		SH:            make([]float32, n*splat.SHCoeffs*3),
-	}
-}
 
 // Config returns the optimizer's settings.
 func (o *Optimizer) Config() Config { return o.cfg }
@@ -410,8 +399,8 @@ func (o *Optimizer) Gather(src []int32) error {
 			return fmt.Errorf("adam: Gather: src[%d] = %d, want −1 or an index in [0, %d)", i, s, n)
 		}
 	}
-	o.M = gather(o.M, src)
-	o.V = gather(o.V, src)
+	o.M = splat.Gather(o.M, src)
+	o.V = splat.Gather(o.V, src)
 	return nil
 }
 
@@ -423,7 +412,7 @@ func (o *Optimizer) Append(k int) error {
 	if err := o.checkState(); err != nil {
 		return err
 	}
-	z := zeros(k)
+	z := splat.Zeros[float32](k)
 	for _, g := range []*splat.Gaussians{o.M, o.V} {
 		g.Means = append(g.Means, z.Means...)
 		g.LogScales = append(g.LogScales, z.LogScales...)
@@ -434,19 +423,6 @@ func (o *Optimizer) Append(k int) error {
 	return nil
 }
 
-func gather(g *splat.Gaussians, src []int32) *splat.Gaussians {
-	out := zeros(len(src))
-	from, to := g.Fields(), out.Fields()
-	for fi := range from {
-		w := from[fi].Width
-		for i, s := range src {
-			if s >= 0 {
-				copy(to[fi].Data[i*w:(i+1)*w], from[fi].Data[int(s)*w:(int(s)+1)*w])
-			}
-		}
-	}
-	return out
-}
 
 // ResetGroup zeroes both moments of one group for every splat (the
 // original 3DGS does this for the opacities when it resets them).

@@ -68,25 +68,12 @@ func PlanEdit(e Edit, n int) (EditPlan, error) {
 	return p, nil
 }
 
-// Gather returns the rows Src of every field of g.
-func Gather[F splat.Float](g *splat.GaussiansOf[F], src []int32) *splat.GaussiansOf[F] {
-	out := splat.NewOf[F](len(src))
-	of := out.Fields()
-	for fi, f := range g.Fields() {
-		w := f.Width
-		dst := of[fi].Data
-		for j, i := range src {
-			copy(dst[j*w:(j+1)*w], f.Data[int(i)*w:(int(i)+1)*w])
-		}
-	}
-	return out
-}
 
 // ApplyEdit returns the Gaussians after the edit: a gather by the plan, then
 // each split child moved to μ + R(q̂)·(s ⊙ sample) with its scales divided
 // by SplitScaleDiv (the original's densify_and_split).
 func ApplyEdit(g *splat.Gaussians, e Edit, p EditPlan) *splat.Gaussians {
-	out := Gather(g, p.Src)
+	out := splat.Gather(g, p.Src)
 	for k, parent := range e.Split {
 		i := int(parent)
 		q := g.Quats[i*4 : i*4+4]

@@ -450,7 +450,7 @@ func (e *Engine) Apply(ed engine.Edit) error {
 // gatherMoments reorders moments like the parameters: kept splats keep theirs, new ones (from
 // plan.Fresh on) start at zero.
 func gatherMoments(m *splat.Gaussians, p engine.EditPlan) *splat.Gaussians {
-	out := engine.Gather(m, p.Src)
+	out := splat.Gather(m, p.Src)
 	for _, f := range out.Fields() {
 		clear(f.Data[p.Fresh*f.Width:])
 	}

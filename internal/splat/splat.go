@@ -119,3 +119,33 @@ func Sigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))
 
 // Logit is the inverse of Sigmoid, for p in (0,1).
 func Logit(p float32) float32 { return float32(math.Log(float64(p) / (1 - float64(p)))) }
+
+// Zeros returns n splats with every value 0, the zero quaternion included
+// (for optimizer moments and gradients, which New's identity rotations
+// would make wrong).
+func Zeros[F Float](n int) *GaussiansOf[F] {
+	return &GaussiansOf[F]{
+		Means:         make([]F, n*3),
+		LogScales:     make([]F, n*3),
+		Quats:         make([]F, n*4),
+		OpacityLogits: make([]F, n),
+		SH:            make([]F, n*SHCoeffs*3),
+	}
+}
+
+// Gather returns splat src[i] of g at index i; an index of −1 gives a splat
+// of zeros. Densification edits (prune, clone, split) are gathers of the
+// parameters and of the optimizer's moments alike.
+func Gather[F Float](g *GaussiansOf[F], src []int32) *GaussiansOf[F] {
+	out := Zeros[F](len(src))
+	from, to := g.Fields(), out.Fields()
+	for fi := range from {
+		w := from[fi].Width
+		for i, s := range src {
+			if s >= 0 {
+				copy(to[fi].Data[i*w:(i+1)*w], from[fi].Data[int(s)*w:(int(s)+1)*w])
+			}
+		}
+	}
+	return out
+}

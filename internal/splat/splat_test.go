@@ -1,0 +1,60 @@
+package splat
+
+import (
+	"math"
+	"testing"
+)
+
+func TestGather(t *testing.T) {
+	g := New(3)
+	for i := range g.Means {
+		g.Means[i] = float32(i)
+	}
+	g.SH[47] = 5 // last value of splat 0
+	out := Gather(g, []int32{2, -1, 0, 2})
+	if out.Len() != 4 {
+		t.Fatalf("%d splats", out.Len())
+	}
+	if out.Means[0] != 6 || out.Means[9] != 6 || out.Means[6] != 0 {
+		t.Fatalf("means %v", out.Means)
+	}
+	for _, f := range out.Fields() {
+		for j := f.Width; j < 2*f.Width; j++ {
+			if f.Data[j] != 0 {
+				t.Fatalf("%s of the −1 entry is %v, want 0", f.Name, f.Data[j])
+			}
+		}
+	}
+	if out.SH[2*48+47] != 5 || out.Quats[2*4] != 1 {
+		t.Fatal("splat 0 not copied whole")
+	}
+	if err := out.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	out.LogScales[5] = float32(math.NaN())
+	if err := out.Validate(); err == nil {
+		t.Fatal("NaN accepted")
+	}
+}
+
+// The SH basis gradient agrees with finite differences of the basis.
+func TestSHBasisGrad(t *testing.T) {
+	x, y, z := 0.3, -0.5, 0.81
+	var b, dx, dy, dz [SHCoeffs]float64
+	SHBasisGrad(3, x, y, z, &b, &dx, &dy, &dz)
+	const h = 1e-6
+	for _, c := range []struct {
+		name string
+		d    *[SHCoeffs]float64
+		dir  [3]float64
+	}{{"x", &dx, [3]float64{h, 0, 0}}, {"y", &dy, [3]float64{0, h, 0}}, {"z", &dz, [3]float64{0, 0, h}}} {
+		var p, m [SHCoeffs]float64
+		SHBasis(3, x+c.dir[0], y+c.dir[1], z+c.dir[2], &p)
+		SHBasis(3, x-c.dir[0], y-c.dir[1], z-c.dir[2], &m)
+		for k := 0; k < SHCoeffs; k++ {
+			if fd := (p[k] - m[k]) / (2 * h); math.Abs(fd-c.d[k]) > 1e-6 {
+				t.Errorf("d basis %d / d%s = %v, finite difference %v", k, c.name, c.d[k], fd)
+			}
+		}
+	}
+}
