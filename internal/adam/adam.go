@@ -126,7 +126,6 @@ func New(cfg Config, n int) (*Optimizer, error) {
 	return &Optimizer{M: splat.Zeros[float32](n), V: splat.Zeros[float32](n), cfg: cfg}, nil
 }
 
-
 // Config returns the optimizer's settings.
 func (o *Optimizer) Config() Config { return o.cfg }
 
@@ -422,7 +421,6 @@ func (o *Optimizer) Append(k int) error {
 	}
 	return nil
 }
-
 
 // ResetGroup zeroes both moments of one group for every splat (the
 // original 3DGS does this for the opacities when it resets them).

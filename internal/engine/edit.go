@@ -68,7 +68,6 @@ func PlanEdit(e Edit, n int) (EditPlan, error) {
 	return p, nil
 }
 
-
 // ApplyEdit returns the Gaussians after the edit: a gather by the plan, then
 // each split child moved to μ + R(q̂)·(s ⊙ sample) with its scales divided
 // by SplitScaleDiv (the original's densify_and_split).
