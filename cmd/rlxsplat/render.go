@@ -67,6 +67,7 @@ instead (the dataset's cameras set the circle).`,
 	o.cf.bindKey(fs, "downscale", "data.downscale", "divide the image size by N")
 	o.cf.bindKey(fs, "render", "model.render", "render model: ewa or ray")
 	o.cf.bindKey(fs, "device", "train.device", "device: cpu, cuda or auto")
+	o.cf.bindKey(fs, "threads", "train.threads", "CPU threads (0 = all cores)")
 	fs.StringVar(&o.ply, "ply", "", "INRIA-layout PLY to render")
 	fs.StringVar(&o.ckpt, "ckpt", "", "checkpoint to render")
 	fs.StringVar(&o.split, "split", "test", "views to render: test, train or all")
