@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/rlxsplat/rlxsplat/internal/io/atomicfile"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -443,34 +445,11 @@ func (r *rateWindow) rate() float64 {
 	return float64(len(r.d)) / r.sum.Seconds()
 }
 
-// writeFileAtomic writes data to a temporary file beside path, syncs it and
-// renames it into place, so a crash never leaves a partial file.
+// writeFileAtomic writes data so that a crash never leaves a partial file.
 func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	err := atomicfile.Write(path, func(w io.Writer) error { _, err := w.Write(data); return err }, nil)
 	if err != nil {
-		return fmt.Errorf("train: %w", err)
-	}
-	tmp := f.Name()
-	_, werr := f.Write(data)
-	serr := f.Sync()
-	cerr := f.Close()
-	if err := firstErr(werr, serr, cerr); err != nil {
-		os.Remove(tmp)
 		return fmt.Errorf("train: writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("train: %w", err)
-	}
-	return nil
-}
-
-func firstErr(errs ...error) error {
-	for _, e := range errs {
-		if e != nil {
-			return e
-		}
 	}
 	return nil
 }

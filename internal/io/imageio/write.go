@@ -3,11 +3,11 @@ package imageio
 import (
 	"bufio"
 	"fmt"
+	"github.com/rlxsplat/rlxsplat/internal/io/atomicfile"
 	"image"
 	"image/png"
+	"io"
 	"math"
-	"os"
-	"path/filepath"
 )
 
 // Composite returns the image's colour over the background bg by its alpha,
@@ -78,35 +78,14 @@ func SavePNG(path string, rgb []float32, w, h int) (err error) {
 		m.Pix[4*i+3] = 0xff
 	}
 
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("imageio: %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
+	err = atomicfile.Write(path, func(f io.Writer) error {
+		bw := bufio.NewWriter(f)
+		if err := png.Encode(bw, m); err != nil {
+			return fmt.Errorf("encode: %w", err)
 		}
-	}()
-	bw := bufio.NewWriter(f)
-	if err = png.Encode(bw, m); err != nil {
-		return fmt.Errorf("imageio: %s: encode: %w", path, err)
-	}
-	if err = bw.Flush(); err != nil {
-		return fmt.Errorf("imageio: %s: write: %w", path, err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("imageio: %s: sync: %w", path, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("imageio: %s: close: %w", path, err)
-	}
-	// CreateTemp makes the file owner-only; a preview is an ordinary file.
-	if err = os.Chmod(tmp, 0o644); err != nil {
-		return fmt.Errorf("imageio: %s: %w", path, err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
+		return bw.Flush()
+	}, nil)
+	if err != nil {
 		return fmt.Errorf("imageio: %s: %w", path, err)
 	}
 	return nil
