@@ -308,54 +308,67 @@ func (o *Optimizer) stepGroup(grp Group, params, grads *splat.Gaussians, lr floa
 		wg.Add(1)
 		go func(st *GroupStats) {
 			defer wg.Done()
+			// Counters live in locals (not through st) so that the loop
+			// keeps them in registers; rows are resliced so that the
+			// compiler drops the bounds checks.
+			var nonFinite, clipped, clamped, skipped, bounded int
 			for i := lo; i < hi; i++ {
 				if visible != nil && !visible[i] {
 					continue
 				}
 				base := i*stride + off
-				for k := base; k < base+width; k++ {
+				pr := p[base : base+width : base+width]
+				gr := gr[base : base+width : base+width]
+				mr := md[base : base+width : base+width]
+				vr := vd[base : base+width : base+width]
+				for k := range pr {
 					g := gr[k]
 					if !(g > -gradLimit && g < gradLimit) { // NaN, ±Inf, or g² would overflow
 						g = 0
-						st.NonFiniteGrads++
+						nonFinite++
 					}
 					if gc.Clip > 0 {
 						if g > gc.Clip {
 							g = gc.Clip
-							st.ClippedGrads++
+							clipped++
 						} else if g < -gc.Clip {
 							g = -gc.Clip
-							st.ClippedGrads++
+							clipped++
 						}
 					}
-					m := b1*md[k] + c1*g
-					v := b2*vd[k] + c2*(g*g)
-					md[k], vd[k] = m, v
+					m := b1*mr[k] + c1*g
+					v := b2*vr[k] + c2*(g*g)
+					mr[k], vr[k] = m, v
 					u := -stepSize * m / (float32(math.Sqrt(float64(v)))*invSqrtBc2 + eps)
 					if gc.MaxUpdate > 0 {
 						if u > gc.MaxUpdate {
 							u = gc.MaxUpdate
-							st.ClampedUpdates++
+							clamped++
 						} else if u < -gc.MaxUpdate {
 							u = -gc.MaxUpdate
-							st.ClampedUpdates++
+							clamped++
 						}
 					}
-					x := p[k] + u
+					x := pr[k] + u
 					if !isFinite(u) || !isFinite(x) {
-						st.SkippedUpdates++
+						skipped++
 						continue
 					}
 					if hasMin && x < gc.Min {
 						x = gc.Min
-						st.BoundedValues++
+						bounded++
 					} else if hasMax && x > gc.Max {
 						x = gc.Max
-						st.BoundedValues++
+						bounded++
 					}
-					p[k] = x
+					pr[k] = x
 				}
 			}
+			st.NonFiniteGrads += nonFinite
+			st.ClippedGrads += clipped
+			st.ClampedUpdates += clamped
+			st.SkippedUpdates += skipped
+			st.BoundedValues += bounded
 		}(&parts[w])
 	}
 	wg.Wait()

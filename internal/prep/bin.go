@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"sync"
 
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
@@ -14,8 +15,7 @@ import (
 type Binner struct {
 	tileSize, tilesX, tilesY int
 
-	counts  []int32
-	starts  []int32
+	chunks  []binChunk
 	keys    []uint64
 	ids     []int32
 	tmpKeys []uint64
@@ -43,16 +43,16 @@ func TileHit[F splat.Float](cx, cy, qa, qb, qc F, px0, py0, px1, py1 int) bool {
 	for _, xe := range [2]float64{x0, x1} {
 		dx := xe - fcx
 		y := fcy - b*dx/c
-		y = math.Min(math.Max(y, y0), y1)
+		y = min(max(y, y0), y1)
 		dy := y - fcy
-		best = math.Min(best, a*dx*dx+2*b*dx*dy+c*dy*dy)
+		best = min(best, a*dx*dx+2*b*dx*dy+c*dy*dy)
 	}
 	for _, ye := range [2]float64{y0, y1} {
 		dy := ye - fcy
 		x := fcx - b*dy/a
-		x = math.Min(math.Max(x, x0), x1)
+		x = min(max(x, x0), x1)
 		dx := x - fcx
-		best = math.Min(best, a*dx*dx+2*b*dx*dy+c*dy*dy)
+		best = min(best, a*dx*dx+2*b*dx*dy+c*dy*dy)
 	}
 	return best <= 1
 }
@@ -74,7 +74,18 @@ func Bin[F splat.Float](b *Binner, p *ProjectedOf[F], w, h, tileSize int, conic 
 	return nil
 }
 
-// Emit is the first half of Bin: it counts and writes the unsorted keys.
+// binChunk is one worker's share of Emit: the entries of a contiguous run of
+// splats, in splat order.
+type binChunk struct {
+	keys []uint64
+	ids  []int32
+}
+
+// Emit is the first half of Bin: it writes the unsorted keys, splat by splat
+// and, within a splat, in row-major tile order. Each worker fills its own
+// chunk for a contiguous run of splats in one pass over the tiles (the exact
+// tile test is the costly part, so it runs once per tile), and the chunks are
+// then joined in splat order.
 func Emit[F splat.Float](b *Binner, p *ProjectedOf[F], w, h, tileSize int, conic bool, workers int) error {
 	tx, ty := (w+tileSize-1)/tileSize, (h+tileSize-1)/tileSize
 	nt := tx * ty
@@ -83,41 +94,48 @@ func Emit[F splat.Float](b *Binner, p *ProjectedOf[F], w, h, tileSize int, conic
 	}
 	b.tileSize, b.tilesX, b.tilesY = tileSize, tx, ty
 	n := p.N
-	b.counts = resize(b.counts, n)
-	b.starts = resize(b.starts, n+1)
-	// Pass 1: count the tiles per splat (parallel, disjoint writes).
-	parallelFor(n, workers, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			b.counts[i] = int32(visitTiles(p, i, w, h, tileSize, tx, conic, nil))
-		}
-	})
-	total := int64(0)
-	for i := 0; i < n; i++ {
-		b.starts[i] = int32(total)
-		total += int64(b.counts[i])
-		if total >= math.MaxInt32 {
-			return fmt.Errorf("prep: tile lists would hold more than %d entries (%d splats on %d×%d px)", math.MaxInt32, n, w, h)
-		}
+	workers = max(workers, 1)
+	if n < 256 {
+		workers = 1
 	}
-	b.starts[n] = int32(total)
-	m := int(total)
-	b.keys = resize(b.keys, m)
-	b.ids = resize(b.ids, m)
-	// Pass 2: write the keys, each splat into its own range.
-	parallelFor(n, workers, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			if b.counts[i] == 0 {
-				continue
+	if len(b.chunks) < workers {
+		b.chunks = append(b.chunks, make([]binChunk, workers-len(b.chunks))...)
+	}
+	chunks := b.chunks[:workers]
+	per := (n + workers - 1) / workers
+	var wg sync.WaitGroup
+	for c := range chunks {
+		wg.Add(1)
+		go func(ch *binChunk, lo, hi int) {
+			defer wg.Done()
+			ch.keys, ch.ids = ch.keys[:0], ch.ids[:0]
+			for i := lo; i < hi; i++ {
+				ch.keys, ch.ids = appendTiles(p, i, w, h, tileSize, tx, conic, ch.keys, ch.ids)
 			}
-			at := b.starts[i]
-			depth := uint64(DepthBits(float32(p.Depth[i])))
-			visitTiles(p, i, w, h, tileSize, tx, conic, func(tile int) {
-				b.keys[at] = uint64(tile)<<32 | depth
-				b.ids[at] = int32(i)
-				at++
-			})
-		}
-	})
+		}(&chunks[c], min(c*per, n), min((c+1)*per, n))
+	}
+	wg.Wait()
+	total := 0
+	for _, ch := range chunks {
+		total += len(ch.keys)
+	}
+	if total >= math.MaxInt32 {
+		return fmt.Errorf("prep: tile lists would hold more than %d entries (%d splats on %d×%d px)", math.MaxInt32, n, w, h)
+	}
+	b.keys = resize(b.keys, total)
+	b.ids = resize(b.ids, total)
+	at := 0
+	for c := range chunks {
+		ch := &chunks[c]
+		wg.Add(1)
+		go func(at int) {
+			defer wg.Done()
+			copy(b.keys[at:], ch.keys)
+			copy(b.ids[at:], ch.ids)
+		}(at)
+		at += len(ch.keys)
+	}
+	wg.Wait()
 	return nil
 }
 
@@ -133,29 +151,27 @@ func (b *Binner) SortInto(out *TileLists) {
 	Ranges(out.Keys, nt, out.Offsets)
 }
 
-// visitTiles calls emit (when not nil) for each tile splat i reaches, in
-// row-major tile order, and returns how many there are.
-func visitTiles[F splat.Float](p *ProjectedOf[F], i, w, h, ts, tilesX int, conic bool, emit func(tile int)) int {
+// appendTiles appends a key tile<<32 | depth bits and the id i for each tile
+// splat i reaches, in row-major tile order.
+func appendTiles[F splat.Float](p *ProjectedOf[F], i, w, h, ts, tilesX int, conic bool, keys []uint64, ids []int32) ([]uint64, []int32) {
 	if !p.Valid[i] {
-		return 0
+		return keys, ids
 	}
 	r := p.Rect[i*4 : i*4+4]
 	cx, cy := p.BoundCenter[i*2], p.BoundCenter[i*2+1]
 	qa, qb, qc := p.BoundQ[i*3], p.BoundQ[i*3+1], p.BoundQ[i*3+2]
-	count := 0
+	depth := uint64(DepthBits(float32(p.Depth[i])))
 	for ty := int(r[1]); ty < int(r[3]); ty++ {
 		py0, py1 := ty*ts, min((ty+1)*ts, h)
 		for tx := int(r[0]); tx < int(r[2]); tx++ {
 			if conic && !TileHit(cx, cy, qa, qb, qc, tx*ts, py0, min((tx+1)*ts, w), py1) {
 				continue
 			}
-			count++
-			if emit != nil {
-				emit(ty*tilesX + tx)
-			}
+			keys = append(keys, uint64(ty*tilesX+tx)<<32|depth)
+			ids = append(ids, int32(i))
 		}
 	}
-	return count
+	return keys, ids
 }
 
 // sort orders keys (and ids with them) by an LSD radix sort over the depth
