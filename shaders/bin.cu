@@ -4,13 +4,17 @@
 // TileHit test passes; conic = 0 (gpu-radius-aabb) keeps every tile of the rect.
 //
 // bin_count: one thread per splat i < n, plus thread n, which writes counts[n] = 0 so that the
-//   exclusive scan of counts ends with the total.
-//   valid [n] u32, boundCenter [n,2], boundQ [n,3] f32, rect [n,4] i32; counts [n+1] u32
+//   exclusive scan of counts ends with the total. A splat whose box has more than bigArea
+//   tiles is queued in bigList (readout[RO_BIG] of them, in no particular order) for
+//   bin_count_big, a warp per splat.
+//   valid [n] u32, boundCenter [n,2], boundQ [n,3] f32, rect [n,4] i32; counts [n+1] u32,
+//   bigList [n] u32
 // bin_total: one thread; offsets [n+1] u32 (the scan of counts); writes readout[RO_ENTRIES] and
 //   readout[RO_ABORT] = entries > cap (every later stage then does nothing, and the host grows
 //   the lists and runs the step again: entries are never dropped silently).
 // bin_emit: one thread per splat; writes its entries from offsets[i] in row-major tile order,
-//   so that the stable sort keeps splat-id order among equal keys.
+//   so that the stable sort keeps splat-id order among equal keys. bin_emit_big does the
+//   queued splats, a warp each, in the same order.
 //   depth [n] f32; keys [cap] u64, ids [cap] u32
 #include "prelude_cuda.h"
 #include "common.h"
@@ -47,8 +51,33 @@ DEVICE bool tile_hit(float cxf, float cyf, float qaf, float qbf, float qcf, int 
     return best <= 1.0;
 }
 
+// bigArea (a parameter; 16 in use) is the largest box, in tiles, a thread tests on its own; a
+// splat with a larger box is queued for a whole warp, so that a few splats covering hundreds of
+// tiles do not hold up the warps of their small neighbours (real views have a long tail of
+// near, large splats).
+
+DEVICE int rect_area(const GPTR i32* rect, u32 i)
+{
+    return (rect[i * 4 + 2] - rect[i * 4]) * (rect[i * 4 + 3] - rect[i * 4 + 1]);
+}
+
+// splat_tile_hit tests tile k (row-major) of splat i's box.
+DEVICE bool splat_tile_hit(Cam cam, const GPTR float* boundCenter, const GPTR float* boundQ, const GPTR i32* rect,
+                           u32 conic, u32 i, int k, int* tile)
+{
+    int ts = cam.tileSize, W = cam.W, H = cam.H;
+    int rx0 = rect[i * 4], ry0 = rect[i * 4 + 1], rw = rect[i * 4 + 2] - rx0;
+    int tx = rx0 + k % rw, ty = ry0 + k / rw;
+    *tile = ty * cam.tilesX + tx;
+    if (!conic) return true;
+    int px1 = (tx + 1) * ts < W ? (tx + 1) * ts : W;
+    int py1 = (ty + 1) * ts < H ? (ty + 1) * ts : H;
+    return tile_hit(boundCenter[i * 2], boundCenter[i * 2 + 1], boundQ[i * 3], boundQ[i * 3 + 1], boundQ[i * 3 + 2],
+                    tx * ts, ty * ts, px1, py1);
+}
+
 KERNEL bin_count(Cam cam, const GPTR u32* valid, const GPTR float* boundCenter, const GPTR float* boundQ,
-                 const GPTR i32* rect, u32 conic, GPTR u32* counts)
+                 const GPTR i32* rect, u32 conic, int bigArea, GPTR u32* counts, GPTR u32* readout, GPTR u32* bigList)
 {
     u32 n = (u32)cam.n;
     u32 i = BID * BDIM + TID;
@@ -57,20 +86,38 @@ KERNEL bin_count(Cam cam, const GPTR u32* valid, const GPTR float* boundCenter, 
         counts[i] = 0u;
         return;
     }
-    int ts = cam.tileSize, W = cam.W, H = cam.H;
-    float cx = boundCenter[i * 2], cy = boundCenter[i * 2 + 1];
-    float qa = boundQ[i * 3], qb = boundQ[i * 3 + 1], qc = boundQ[i * 3 + 2];
-    int rx0 = rect[i * 4], ry0 = rect[i * 4 + 1], rx1 = rect[i * 4 + 2], ry1 = rect[i * 4 + 3];
+    int area = rect_area(rect, i);
+    if (area > bigArea) {
+        counts[i] = 0u; // bin_count_big writes it
+        bigList[atom_add_u32(&readout[RO_BIG], 1u)] = i;
+        return;
+    }
     u32 count = 0;
-    for (int ty = ry0; ty < ry1; ty++) {
-        int py0 = ty * ts, py1 = (ty + 1) * ts < H ? (ty + 1) * ts : H;
-        for (int tx = rx0; tx < rx1; tx++) {
-            int px1 = (tx + 1) * ts < W ? (tx + 1) * ts : W;
-            if (conic && !tile_hit(cx, cy, qa, qb, qc, tx * ts, py0, px1, py1)) continue;
-            count++;
-        }
+    for (int k = 0; k < area; k++) {
+        int tile;
+        if (splat_tile_hit(cam, boundCenter, boundQ, rect, conic, i, k, &tile)) count++;
     }
     counts[i] = count;
+}
+
+// bin_count_big: a grid-stride loop of warps over the readout[RO_BIG] queued splats; the lanes
+// test 32 tiles at a time.
+KERNEL bin_count_big(Cam cam, const GPTR float* boundCenter, const GPTR float* boundQ, const GPTR i32* rect,
+                     u32 conic, const GPTR u32* readout, const GPTR u32* bigList, GPTR u32* counts)
+{
+    u32 big = readout[RO_BIG];
+    u32 warps = NBLOCKS * (BDIM / WARP);
+    for (u32 b = BID * (BDIM / WARP) + WARP_ID; b < big; b += warps) {
+        u32 i = bigList[b];
+        int area = rect_area(rect, i);
+        u32 count = 0;
+        for (int k0 = 0; k0 < area; k0 += (int)WARP) {
+            int k = k0 + (int)LANE, tile;
+            bool hit = k < area && splat_tile_hit(cam, boundCenter, boundQ, rect, conic, i, k, &tile);
+            count += popc(warp_ballot(hit));
+        }
+        if (LANE == 0u) counts[i] = count;
+    }
 }
 
 KERNEL bin_total(const GPTR u32* offsets, u32 n, u32 cap, GPTR u32* readout)
@@ -83,26 +130,51 @@ KERNEL bin_total(const GPTR u32* offsets, u32 n, u32 cap, GPTR u32* readout)
 
 KERNEL bin_emit(Cam cam, const GPTR u32* valid, const GPTR float* depth, const GPTR float* boundCenter,
                 const GPTR float* boundQ, const GPTR i32* rect, u32 conic, const GPTR u32* offsets,
-                const GPTR u32* readout, GPTR u64* keys, GPTR u32* ids)
+                int bigArea, const GPTR u32* readout, GPTR u64* keys, GPTR u32* ids)
 {
     if (readout[RO_ABORT]) return;
     u32 n = (u32)cam.n;
     u32 i = BID * BDIM + TID;
     if (i >= n || !valid[i]) return;
-    int ts = cam.tileSize, W = cam.W, H = cam.H, tilesX = cam.tilesX;
-    float cx = boundCenter[i * 2], cy = boundCenter[i * 2 + 1];
-    float qa = boundQ[i * 3], qb = boundQ[i * 3 + 1], qc = boundQ[i * 3 + 2];
-    int rx0 = rect[i * 4], ry0 = rect[i * 4 + 1], rx1 = rect[i * 4 + 2], ry1 = rect[i * 4 + 3];
+    int area = rect_area(rect, i);
+    if (area > bigArea) return; // bin_emit_big
     u64 d = (u64)f32_bits(depth[i]);
     u32 at = offsets[i];
-    for (int ty = ry0; ty < ry1; ty++) {
-        int py0 = ty * ts, py1 = (ty + 1) * ts < H ? (ty + 1) * ts : H;
-        for (int tx = rx0; tx < rx1; tx++) {
-            int px1 = (tx + 1) * ts < W ? (tx + 1) * ts : W;
-            if (conic && !tile_hit(cx, cy, qa, qb, qc, tx * ts, py0, px1, py1)) continue;
-            keys[at] = ((u64)(u32)(ty * tilesX + tx) << 32) | d;
-            ids[at] = i;
-            at++;
+    for (int k = 0; k < area; k++) {
+        int tile;
+        if (!splat_tile_hit(cam, boundCenter, boundQ, rect, conic, i, k, &tile)) continue;
+        keys[at] = ((u64)(u32)tile << 32) | d;
+        ids[at] = i;
+        at++;
+    }
+}
+
+// bin_emit_big writes the queued splats' entries, a warp per splat: each lane's position is its
+// splat's offset plus the hits of the lower lanes and of the earlier rounds, which keeps the
+// row-major tile order of bin_emit.
+KERNEL bin_emit_big(Cam cam, const GPTR float* depth, const GPTR float* boundCenter, const GPTR float* boundQ,
+                    const GPTR i32* rect, u32 conic, const GPTR u32* offsets, const GPTR u32* readout,
+                    const GPTR u32* bigList, GPTR u64* keys, GPTR u32* ids)
+{
+    if (readout[RO_ABORT]) return;
+    u32 big = readout[RO_BIG];
+    u32 warps = NBLOCKS * (BDIM / WARP);
+    u32 below = (1u << LANE) - 1u;
+    for (u32 b = BID * (BDIM / WARP) + WARP_ID; b < big; b += warps) {
+        u32 i = bigList[b];
+        int area = rect_area(rect, i);
+        u64 d = (u64)f32_bits(depth[i]);
+        u32 at = offsets[i];
+        for (int k0 = 0; k0 < area; k0 += (int)WARP) {
+            int k = k0 + (int)LANE, tile = 0;
+            bool hit = k < area && splat_tile_hit(cam, boundCenter, boundQ, rect, conic, i, k, &tile);
+            u32 mask = warp_ballot(hit);
+            if (hit) {
+                u32 slot = at + popc(mask & below);
+                keys[slot] = ((u64)(u32)tile << 32) | d;
+                ids[slot] = i;
+            }
+            at += popc(mask);
         }
     }
 }

@@ -10,4 +10,5 @@
 #define RO_L1 4        // float64 Σ|x−y| (words 4,5)
 #define RO_SQ 6        // float64 Σ(x−y)² (words 6,7)
 #define RO_SSIM 8      // float64 Σ SSIM map (words 8,9)
+#define RO_BIG 10      // splats queued for a warp each (bin)
 #define RO_WORDS 16

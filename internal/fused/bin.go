@@ -6,8 +6,9 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 )
 
-// bin launches bin.cu (design.md §5 step 2): count the tiles of every splat, scan the counts
-// into offsets, publish the total (and the overflow flag), and emit the keys.
+// bin launches bin.cu (design.md §5 step 2): count the tiles of every splat (small boxes a
+// thread each, large ones a warp each), scan the counts into offsets, publish the total (and the
+// overflow flag), and emit the keys (again small and large apart).
 func (e *Engine) bin(cam *camera.Camera, shDegree int) error {
 	n := e.n
 	conic := uint32(1)
@@ -17,7 +18,13 @@ func (e *Engine) bin(cam *camera.Camera, shDegree int) error {
 	cb := gpu.Bytes(camBytes(cam, &e.set, shDegree, n))
 	if err := e.dev.Launch(e.k.binCount, gpu.BlocksFor(uint32(n+1), 256), gpu.Dim3{256}, 0,
 		cb, gpu.Ptr(e.valid), gpu.Ptr(e.boundCenter), gpu.Ptr(e.boundQ), gpu.Ptr(e.rect), gpu.U32(conic),
-		gpu.Ptr(e.counts)); err != nil {
+		gpu.I32(int32(e.bigArea)), gpu.Ptr(e.counts), gpu.Ptr(e.readoutBuf), gpu.Ptr(e.bigList)); err != nil {
+		return err
+	}
+	big := bigGrid(n)
+	if err := e.dev.Launch(e.k.binCountBig, big, gpu.Dim3{256}, 0,
+		cb, gpu.Ptr(e.boundCenter), gpu.Ptr(e.boundQ), gpu.Ptr(e.rect), gpu.U32(conic),
+		gpu.Ptr(e.readoutBuf), gpu.Ptr(e.bigList), gpu.Ptr(e.counts)); err != nil {
 		return err
 	}
 	if err := e.scan(e.counts, n+1); err != nil {
@@ -27,7 +34,20 @@ func (e *Engine) bin(cam *camera.Camera, shDegree int) error {
 		gpu.Ptr(e.counts), gpu.U32(uint32(n)), gpu.U32(uint32(e.listCap)), gpu.Ptr(e.readoutBuf)); err != nil {
 		return err
 	}
-	return e.dev.Launch(e.k.binEmit, gpu.BlocksFor(uint32(n), 256), gpu.Dim3{256}, 0,
+	if err := e.dev.Launch(e.k.binEmit, gpu.BlocksFor(uint32(n), 256), gpu.Dim3{256}, 0,
 		cb, gpu.Ptr(e.valid), gpu.Ptr(e.depth), gpu.Ptr(e.boundCenter), gpu.Ptr(e.boundQ), gpu.Ptr(e.rect),
-		gpu.U32(conic), gpu.Ptr(e.counts), gpu.Ptr(e.readoutBuf), gpu.Ptr(e.keys), gpu.Ptr(e.ids))
+		gpu.U32(conic), gpu.Ptr(e.counts), gpu.I32(int32(e.bigArea)), gpu.Ptr(e.readoutBuf), gpu.Ptr(e.keys), gpu.Ptr(e.ids)); err != nil {
+		return err
+	}
+	return e.dev.Launch(e.k.binEmitBig, big, gpu.Dim3{256}, 0,
+		cb, gpu.Ptr(e.depth), gpu.Ptr(e.boundCenter), gpu.Ptr(e.boundQ), gpu.Ptr(e.rect), gpu.U32(conic),
+		gpu.Ptr(e.counts), gpu.Ptr(e.readoutBuf), gpu.Ptr(e.bigList), gpu.Ptr(e.keys), gpu.Ptr(e.ids))
+}
+
+// bigGrid is the grid of the warp-per-splat bin kernels: they loop over however many splats
+// bin_count queued (at most n, known only on the device), so the grid is sized for the worst
+// case up to a bound that fills the device several times over.
+func bigGrid(n int) gpu.Dim3 {
+	const warpsPerBlock = 256 / 32
+	return gpu.Dim3{uint32(min(max((n+warpsPerBlock-1)/warpsPerBlock, 1), 2048))}
 }

@@ -47,11 +47,13 @@ type Engine struct {
 	boundCenter, boundQ, rect, radius                       gpu.Buffer
 	pg                                                      gpu.Buffer // [pgFloats·capN]
 	grad2d, statAccum, statCount, statMaxRadius, counts     gpu.Buffer
+	bigList                                                 gpu.Buffer // bin.cu: splats queued for a warp each
 	adamStep                                                int64
 
 	// Tile lists, capacity listCap entries; sortedKeys/IDs name the pair that holds the
 	// sorted lists after the last sort.
 	listCap                          int
+	bigArea                          int // bin.cu: boxes of more tiles get a warp each
 	keys, ids, keysTmp, idsTmp, hist gpu.Buffer
 	sortedKeys, sortedIDs            gpu.Buffer
 	scanSums                         []gpu.Buffer
@@ -127,6 +129,10 @@ func checkSettings(set *engine.Settings, g *splat.Gaussians) error {
 	return nil
 }
 
+// defaultBigArea is the box size, in tiles, above which bin.cu tests a splat's tiles with a
+// whole warp rather than one thread.
+const defaultBigArea = 16
+
 // newOnDevice builds an engine on an open device (the tests pass an emulated one).
 func newOnDevice(dev gpu.Device, set engine.Settings, g *splat.Gaussians) (*Engine, error) {
 	if err := checkSettings(&set, g); err != nil {
@@ -136,7 +142,7 @@ func newOnDevice(dev gpu.Device, set engine.Settings, g *splat.Gaussians) (*Engi
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{set: set, dev: dev, k: k, targets: map[int]*target{}}
+	e := &Engine{set: set, dev: dev, k: k, targets: map[int]*target{}, bigArea: defaultBigArea}
 	if err := e.setup(); err != nil {
 		e.release()
 		return nil, err
@@ -207,7 +213,7 @@ func (e *Engine) growSplats(n int) error {
 		{&e.params, paramFloats}, {&e.grads, paramFloats}, {&e.adamM, paramFloats}, {&e.adamV, paramFloats},
 		{&e.valid, 1}, {&e.depth, 1}, {&e.opacity, 1}, {&e.color, 3}, {&e.mean2d, 2}, {&e.conic, 3},
 		{&e.boundCenter, 2}, {&e.boundQ, 3}, {&e.rect, 4}, {&e.radius, 1}, {&e.pg, pgFloats},
-		{&e.grad2d, 1}, {&e.statAccum, 1}, {&e.statCount, 1}, {&e.statMaxRadius, 1},
+		{&e.grad2d, 1}, {&e.bigList, 1}, {&e.statAccum, 1}, {&e.statCount, 1}, {&e.statMaxRadius, 1},
 	}
 	if e.set.Render == prep.Ray {
 		bufs = append(bufs, struct {
@@ -527,7 +533,7 @@ func (e *Engine) release() error {
 	}
 	e.targets = nil
 	bufs := []gpu.Buffer{e.params, e.grads, e.adamM, e.adamV, e.valid, e.depth, e.opacity, e.color, e.mean2d,
-		e.conic, e.rayU, e.rayA, e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.statAccum,
+		e.conic, e.rayU, e.rayA, e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.bigList, e.statAccum,
 		e.statCount, e.statMaxRadius, e.counts, e.keys, e.ids, e.keysTmp, e.idsTmp, e.hist, e.tileOffsets,
 		e.image, e.finalT, e.count, e.dImage, e.rays, e.hq, e.dmap, e.hd, e.partAbs, e.partSq, e.partSSIM,
 		e.readoutBuf, e.dummy}

@@ -124,6 +124,24 @@ func checkStep(t *testing.T, dev gpu.Device, set engine.Settings, g *splat.Gauss
 	if r := relL2(img, pipe.Fwd.Image); !(r <= tolImage) {
 		t.Errorf("Render: image rel L2 %.3g > %g", r, tolImage)
 	}
+	// The warp-per-splat binning path: with every box of more than one tile queued for a warp,
+	// the lists must be the same.
+	if set.BinMode != engine.BinCPUConic {
+		fe.bigArea = 1
+		if _, err := fe.Render(cam, o.SHDegree, o.Background); err != nil {
+			t.Fatal(err)
+		}
+		ro, err := fe.readout()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ro[roBig] == 0 {
+			t.Errorf("bin: no splat took the warp-per-splat path (scene too small to check it)")
+		}
+		t.Logf("bin: %d splats binned a warp each", ro[roBig])
+		checkLists(t, fe, &pipe.Lists, int(ro[roEntries]))
+		fe.bigArea = defaultBigArea
+	}
 
 	if err := fe.growPixels(cam.Width, cam.Height); err != nil {
 		t.Fatal(err)

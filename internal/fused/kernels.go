@@ -13,6 +13,7 @@ type kernels struct {
 
 	project, pixelRays                  gpu.Kernel
 	binCount, binTotal, binEmit         gpu.Kernel
+	binCountBig, binEmitBig             gpu.Kernel
 	scanBlocks, scanAdd                 gpu.Kernel
 	sortHist, sortScatter               gpu.Kernel
 	tileRanges                          gpu.Kernel
@@ -32,7 +33,8 @@ func loadKernels(dev gpu.Device) (*kernels, error) {
 		entries map[string]*gpu.Kernel
 	}{
 		{"project.cu", map[string]*gpu.Kernel{"project": &k.project, "pixel_rays": &k.pixelRays}},
-		{"bin.cu", map[string]*gpu.Kernel{"bin_count": &k.binCount, "bin_total": &k.binTotal, "bin_emit": &k.binEmit}},
+		{"bin.cu", map[string]*gpu.Kernel{"bin_count": &k.binCount, "bin_total": &k.binTotal, "bin_emit": &k.binEmit,
+			"bin_count_big": &k.binCountBig, "bin_emit_big": &k.binEmitBig}},
 		{"scan.cu", map[string]*gpu.Kernel{"scan_blocks": &k.scanBlocks, "scan_add": &k.scanAdd}},
 		{"sort.cu", map[string]*gpu.Kernel{"sort_hist": &k.sortHist, "sort_scatter": &k.sortScatter}},
 		{"ranges.cu", map[string]*gpu.Kernel{"tile_ranges": &k.tileRanges}},

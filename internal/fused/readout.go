@@ -11,9 +11,10 @@ const (
 	roEntries   = 1
 	roAbort     = 2
 	roNonFinite = 3
-	roL1        = 4 // float64 in words 4,5
-	roSq        = 6 // float64 in words 6,7
-	roSSIM      = 8 // float64 in words 8,9
+	roL1        = 4  // float64 in words 4,5
+	roSq        = 6  // float64 in words 6,7
+	roSSIM      = 8  // float64 in words 8,9
+	roBig       = 10 // splats bin_count queued for a warp each
 	roWords     = 16
 )
 
