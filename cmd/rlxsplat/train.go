@@ -14,8 +14,9 @@ import (
 
 // trainOptions are the parsed flags of `train`.
 type trainOptions struct {
-	cf     configFlags
-	resume string
+	cf      configFlags
+	resume  string
+	profile string
 }
 
 func newTrainCmd(s *streams, runF func(*trainOptions, *config.Config) error) *cobra.Command {
@@ -52,6 +53,7 @@ checkpoints/, point_cloud.ply and training_curve.png.`,
 	o.cf.bindKey(fs, "threads", "train.threads", "CPU threads (0 = all cores)")
 	o.cf.bindKey(fs, "bin-mode", "raster.bin_mode", "tile binning: gpu-conic, gpu-radius-aabb or cpu-conic")
 	fs.StringVar(&o.resume, "resume", "", "resume from a checkpoint (its config is the base; flags still override)")
+	fs.StringVar(&o.profile, "cpuprofile", "", "write a Go CPU profile of the training loop to this file")
 	return cmd
 }
 
@@ -81,6 +83,7 @@ func runTrain(cmd *cobra.Command, o *trainOptions, c *config.Config, s *streams)
 	if err != nil {
 		return err
 	}
+	loaded := time.Since(start)
 	src := ds.Dir
 	fmt.Fprintf(s.Err, "rlxsplat: %s: %d training and %d test views of %d×%d px, extent %.3g (loaded in %.1fs)\n",
 		src, len(ds.Train), len(ds.Test), ds.Train[0].Camera.Width, ds.Train[0].Camera.Height, ds.Extent, time.Since(start).Seconds())
@@ -114,13 +117,24 @@ func runTrain(cmd *cobra.Command, o *trainOptions, c *config.Config, s *streams)
 	}
 	fmt.Fprintf(s.Err, "rlxsplat: training %d Gaussians on %s for %d steps (%s model) into %s\n",
 		eng.Len(), eng.Name(), opt.Iterations, c.Model.Render, opt.OutDir)
+	if o.profile != "" {
+		stop, err := startProfile(o.profile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	bar := newStepBar(s, opt.Iterations, tr.Step())
 	err = tr.Run(cmd.Context(), func(ev train.Event) { bar.event(ev) })
 	bar.finish()
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(s.Err, "rlxsplat: done in %s: %s\n", time.Since(start).Round(time.Second), opt.OutDir)
+	ph := tr.Phases()
+	sec := func(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }
+	fmt.Fprintf(s.Err, "rlxsplat: done in %s (loading %s, steps %s, densification %s, evaluation %s, previews %s, checkpoints %s): %s\n",
+		time.Since(start).Round(time.Second), sec(loaded), sec(ph.Steps), sec(ph.Densify), sec(ph.Eval), sec(ph.Preview),
+		sec(ph.Checkpoint), opt.OutDir)
 	return nil
 }
 

@@ -38,7 +38,17 @@ type Trainer struct {
 	curve   []curvePoint
 	metrics *os.File
 	emit    func(Event)
+	phases  Phases
 }
+
+// Phases is where a run's wall time went, so that a user (and a benchmark) can see what
+// besides the steps costs time: densification, evaluation, previews, checkpoints.
+type Phases struct {
+	Steps, Densify, Eval, Preview, Checkpoint time.Duration
+}
+
+// Phases returns the time spent so far in each phase of Run (this process only).
+func (t *Trainer) Phases() Phases { return t.phases }
 
 // curvePoint is one entry of the training curve drawn at the end.
 type curvePoint struct {
@@ -226,19 +236,25 @@ func (t *Trainer) Run(ctx context.Context, emit func(Event)) error {
 			Densified: densified, StageMillis: stageMillis(res.Timings)})
 
 		if o.PreviewEvery > 0 && s%o.PreviewEvery == 0 {
+			at := time.Now()
 			if err := t.preview(s); err != nil {
 				return err
 			}
+			t.phases.Preview += time.Since(at)
 		}
 		if slices.Contains(o.EvalSteps, s) || s == o.Iterations {
+			at := time.Now()
 			if err := t.evaluate(s); err != nil {
 				return err
 			}
+			t.phases.Eval += time.Since(at)
 		}
 		if (o.CheckpointEvery > 0 && s%o.CheckpointEvery == 0) || s == o.Iterations {
+			at := time.Now()
 			if _, err := t.checkpoint(); err != nil {
 				return err
 			}
+			t.phases.Checkpoint += time.Since(at)
 		}
 	}
 	return t.finish()
@@ -255,6 +271,7 @@ func (t *Trainer) trainStep(s int) (engine.StepResult, bool, error) {
 	}
 	target := t.target(&view, bg)
 	d := &o.Densify
+	at := time.Now()
 	res, err := t.eng.Step(&engine.View{Index: vi, Camera: view.Camera, Target: target}, engine.StepOptions{
 		SHDegree:        t.shDegree(s),
 		LR:              t.lr(s),
@@ -267,6 +284,9 @@ func (t *Trainer) trainStep(s int) (engine.StepResult, bool, error) {
 	if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
 		return res, false, fmt.Errorf("train: step %d (view %s): the loss is %v", s, view.Name, res.Loss)
 	}
+	t.phases.Steps += time.Since(at)
+	at = time.Now()
+	defer func() { t.phases.Densify += time.Since(at) }()
 	densified := false
 	if d.Enabled && s < d.Until {
 		if s > d.From && s%d.Every == 0 {
