@@ -3,7 +3,6 @@ package prep
 import (
 	"fmt"
 	"math"
-	"math/bits"
 	"sync"
 
 	"github.com/rlxsplat/rlxsplat/internal/splat"
@@ -16,10 +15,15 @@ type Binner struct {
 	tileSize, tilesX, tilesY int
 
 	chunks  []binChunk
+	order   []int32  // valid splats by depth (ties by id)
+	depths  []uint32 // their depth bits
+	tmpOrd  []int32
+	tmpDep  []uint32
 	keys    []uint64
 	ids     []int32
 	tmpKeys []uint64
 	tmpIDs  []int32
+	hist    []int
 }
 
 // TileHit reports whether the footprint (p−c)ᵀQ(p−c) ≤ 1 reaches a pixel
@@ -81,11 +85,13 @@ type binChunk struct {
 	ids  []int32
 }
 
-// Emit is the first half of Bin: it writes the unsorted keys, splat by splat
-// and, within a splat, in row-major tile order. Each worker fills its own
-// chunk for a contiguous run of splats in one pass over the tiles (the exact
-// tile test is the costly part, so it runs once per tile), and the chunks are
-// then joined in splat order.
+// Emit is the first half of Bin: it writes the unsorted keys. Splats are
+// visited nearest first (ties in splat-id order) and each splat's tiles in
+// row-major order, so that SortInto needs only one stable pass by tile: the
+// result is the order of a full sort by (tile, depth), equal keys by splat id.
+// Each worker fills its own chunk for a contiguous run of the depth order in
+// one pass over the tiles (the exact tile test is the costly part, so it
+// runs once per tile), and the chunks are then joined in order.
 func Emit[F splat.Float](b *Binner, p *ProjectedOf[F], w, h, tileSize int, conic bool, workers int) error {
 	tx, ty := (w+tileSize-1)/tileSize, (h+tileSize-1)/tileSize
 	nt := tx * ty
@@ -93,7 +99,8 @@ func Emit[F splat.Float](b *Binner, p *ProjectedOf[F], w, h, tileSize int, conic
 		return fmt.Errorf("prep: %d×%d tiles is too many", tx, ty)
 	}
 	b.tileSize, b.tilesX, b.tilesY = tileSize, tx, ty
-	n := p.N
+	depthOrder(b, p)
+	n := len(b.order)
 	workers = max(workers, 1)
 	if n < 256 {
 		workers = 1
@@ -109,8 +116,8 @@ func Emit[F splat.Float](b *Binner, p *ProjectedOf[F], w, h, tileSize int, conic
 		go func(ch *binChunk, lo, hi int) {
 			defer wg.Done()
 			ch.keys, ch.ids = ch.keys[:0], ch.ids[:0]
-			for i := lo; i < hi; i++ {
-				ch.keys, ch.ids = appendTiles(p, i, w, h, tileSize, tx, conic, ch.keys, ch.ids)
+			for _, i := range b.order[lo:hi] {
+				ch.keys, ch.ids = appendTiles(p, int(i), w, h, tileSize, tx, conic, ch.keys, ch.ids)
 			}
 		}(&chunks[c], min(c*per, n), min((c+1)*per, n))
 	}
@@ -120,7 +127,7 @@ func Emit[F splat.Float](b *Binner, p *ProjectedOf[F], w, h, tileSize int, conic
 		total += len(ch.keys)
 	}
 	if total >= math.MaxInt32 {
-		return fmt.Errorf("prep: tile lists would hold more than %d entries (%d splats on %d×%d px)", math.MaxInt32, n, w, h)
+		return fmt.Errorf("prep: tile lists would hold more than %d entries (%d splats on %d×%d px)", math.MaxInt32, p.N, w, h)
 	}
 	b.keys = resize(b.keys, total)
 	b.ids = resize(b.ids, total)
@@ -137,6 +144,47 @@ func Emit[F splat.Float](b *Binner, p *ProjectedOf[F], w, h, tileSize int, conic
 	}
 	wg.Wait()
 	return nil
+}
+
+// depthOrder fills b.order with the valid splats sorted by depth, stably (so
+// equal depths keep splat-id order), by an LSD radix sort of the depth bits
+// in three 11-bit digits (positive float32 bits order like the values; the
+// sign bit is clear).
+func depthOrder[F splat.Float](b *Binner, p *ProjectedOf[F]) {
+	b.order, b.depths = b.order[:0], b.depths[:0]
+	for i := 0; i < p.N; i++ {
+		if p.Valid[i] {
+			b.order = append(b.order, int32(i))
+			b.depths = append(b.depths, DepthBits(float32(p.Depth[i])))
+		}
+	}
+	m := len(b.order)
+	b.tmpOrd = resize(b.tmpOrd, m)
+	b.tmpDep = resize(b.tmpDep, m)
+	src, dst := b.depths, b.tmpDep
+	srcO, dstO := b.order, b.tmpOrd
+	const digit = 11
+	var hist [1 << digit]int
+	for shift := 0; shift < 32; shift += digit {
+		hist = [1 << digit]int{}
+		for _, k := range src {
+			hist[(k>>shift)&(1<<digit-1)]++
+		}
+		sum := 0
+		for d := range hist {
+			hist[d], sum = sum, sum+hist[d]
+		}
+		for j, k := range src {
+			d := (k >> shift) & (1<<digit - 1)
+			dst[hist[d]] = k
+			dstO[hist[d]] = srcO[j]
+			hist[d]++
+		}
+		src, dst = dst, src
+		srcO, dstO = dstO, srcO
+	}
+	b.depths, b.tmpDep = src, dst
+	b.order, b.tmpOrd = srcO, dstO
 }
 
 // SortInto is the second half of Bin: it sorts the emitted keys and writes
@@ -174,37 +222,32 @@ func appendTiles[F splat.Float](p *ProjectedOf[F], i, w, h, ts, tilesX int, coni
 	return keys, ids
 }
 
-// sort orders keys (and ids with them) by an LSD radix sort over the depth
-// bits and as many tile bits as there are tiles. It is stable, so equal keys
-// keep the splat-id order they were emitted in.
+// sort orders keys (and ids with them) by tile with one stable counting
+// pass: Emit wrote them in (depth, splat id) order, so the result is sorted
+// by the whole key, equal keys in splat-id order.
 func (b *Binner) sort(numTiles int) {
 	m := len(b.keys)
 	b.tmpKeys = resize(b.tmpKeys, m)
 	b.tmpIDs = resize(b.tmpIDs, m)
-	keyBits := 32 + bits.Len(uint(numTiles))
-	src, dst := b.keys, b.tmpKeys
-	srcID, dstID := b.ids, b.tmpIDs
-	var hist [256]int
-	for shift := 0; shift < keyBits; shift += 8 {
-		hist = [256]int{}
-		for _, k := range src {
-			hist[(k>>shift)&0xff]++
-		}
-		sum := 0
-		for d := range hist {
-			hist[d], sum = sum, sum+hist[d]
-		}
-		for j, k := range src {
-			d := (k >> shift) & 0xff
-			dst[hist[d]] = k
-			dstID[hist[d]] = srcID[j]
-			hist[d]++
-		}
-		src, dst = dst, src
-		srcID, dstID = dstID, srcID
+	b.hist = resize(b.hist, numTiles+1)
+	hist := b.hist
+	clear(hist)
+	for _, k := range b.keys {
+		hist[k>>32]++
 	}
-	b.keys, b.tmpKeys = src, dst
-	b.ids, b.tmpIDs = srcID, dstID
+	sum := 0
+	for t := range hist {
+		hist[t], sum = sum, sum+hist[t]
+	}
+	dst, dstID := b.tmpKeys, b.tmpIDs
+	for j, k := range b.keys {
+		t := k >> 32
+		dst[hist[t]] = k
+		dstID[hist[t]] = b.ids[j]
+		hist[t]++
+	}
+	b.keys, b.tmpKeys = dst, b.keys
+	b.ids, b.tmpIDs = dstID, b.ids
 }
 
 // Ranges fills offsets[t] with the first index of tile t in the sorted keys,
