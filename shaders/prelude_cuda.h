@@ -35,6 +35,10 @@ typedef unsigned long long u64;
 
 DEVICE float mul_rn(float a, float b) { return __fmul_rn(a, b); }
 DEVICE double dmul_rn(double a, double b) { return __dmul_rn(a, b); }
+// fma_f32 is one fused multiply-add a·b + c, rounded once. The engine's kernels do not use it
+// (it would break the bit-compatibility above); it is for ceiling.cu's arithmetic-rate
+// measurement, which must issue FMAs whatever the compiler's contraction setting.
+DEVICE float fma_f32(float a, float b, float c) { return fmaf(a, b, c); }
 
 DEVICE u32 f32_bits(float x) { return __float_as_uint(x); }
 DEVICE float bits_f32(u32 x) { return __uint_as_float(x); }

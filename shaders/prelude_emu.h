@@ -238,6 +238,9 @@ static u64 warp_op(WarpOp op, u64 val)
 
 DEVICE float mul_rn(float a, float b) { return a * b; }
 DEVICE double dmul_rn(double a, double b) { return a * b; }
+// fma_f32 is one fused multiply-add, rounded once as on the GPU (std::fma is exact, whatever
+// -ffp-contract says).
+DEVICE float fma_f32(float a, float b, float c) { return std::fma(a, b, c); }
 
 DEVICE u32 f32_bits(float x)
 {

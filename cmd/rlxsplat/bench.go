@@ -16,6 +16,8 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/app"
 	"github.com/rlxsplat/rlxsplat/internal/config"
 	"github.com/rlxsplat/rlxsplat/internal/engine"
+	"github.com/rlxsplat/rlxsplat/internal/fused"
+	"github.com/rlxsplat/rlxsplat/internal/prep"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 	"github.com/rlxsplat/rlxsplat/internal/train"
 )
@@ -27,6 +29,7 @@ type benchOptions struct {
 	gaussians int
 	json      bool
 	profile   string
+	roofline  bool
 }
 
 func newBenchCmd(s *streams, runF func(*benchOptions, *config.Config) error) *cobra.Command {
@@ -37,9 +40,19 @@ func newBenchCmd(s *streams, runF func(*benchOptions, *config.Config) error) *co
 		Long: `Bench initialises Gaussians from a dataset (the demo scene without --data),
 runs warm-up steps, then times full training steps (no densification) over the
 training views and reports the median milliseconds of every stage and the
-steps per second. With --gaussians N the scene is resampled to N Gaussians.`,
-		Example: `  rlxsplat bench --data ../shared/data/bonsai --downscale 4 --steps 20`,
-		Args:    cobra.NoArgs,
+steps per second, and on a GPU engine the peak device memory its buffers held.
+With --gaussians N the scene is resampled to N Gaussians.
+
+With --roofline (GPU engines) it also measures the device's ceilings, the
+bandwidth of a plain device-memory copy and the FP32 fused-multiply-add rate,
+and places every stage under them: the fewest bytes the stage must move and
+operations it must do (a lower-bound model of the step's size, see
+internal/fused/roofline.go) over its median time, as a fraction of each
+ceiling, and which of the two bounds it ("latency/other" when the stage
+reaches less than a quarter of both).`,
+		Example: `  rlxsplat bench --data ../shared/data/bonsai --downscale 4 --steps 20
+  rlxsplat bench --data ../shared/data/bonsai --device cuda --roofline --json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := o.cf.resolved(cmd, s)
 			if err != nil || c == nil {
@@ -66,6 +79,7 @@ steps per second. With --gaussians N the scene is resampled to N Gaussians.`,
 	fs.IntVar(&o.gaussians, "gaussians", 0, "resample the initial scene to N Gaussians (0 = as initialised)")
 	fs.BoolVar(&o.json, "json", false, "print the result as JSON")
 	fs.StringVar(&o.profile, "cpuprofile", "", "write a Go CPU profile of the timed steps to this file")
+	fs.BoolVar(&o.roofline, "roofline", false, "GPU engines: measure the device's copy bandwidth and FP32 rate and place each stage under them")
 	return cmd
 }
 
@@ -81,6 +95,37 @@ type benchResult struct {
 	StepMs      float64            `json:"step_ms_median"`
 	StepsPerSec float64            `json:"steps_per_sec"`
 	Entries     int                `json:"tile_entries_last"`
+	// PeakDeviceBytes is the most device memory the GPU engine's buffers held at once (0 and
+	// left out for the CPU engine).
+	PeakDeviceBytes int64          `json:"peak_device_bytes,omitempty"`
+	Roofline        *benchRoofline `json:"roofline,omitempty"`
+}
+
+// benchRoofline is --roofline's report: the measured ceilings, the step's size as the traffic
+// model takes it, and every stage under the ceilings.
+type benchRoofline struct {
+	CopyGBs    float64 `json:"copy_gb_per_s"`
+	FP32GFlops float64 `json:"fp32_gflop_per_s"`
+	Visible    int     `json:"visible_median"`
+	Entries    int     `json:"tile_entries_median"`
+	// How far the rasterizer walked the lists (fused.Engine.RasterWalk): entries the tiles
+	// read, (entry, pixel) pairs the pixels evaluated, distinct splats the entries name.
+	WalkedEntries int64                `json:"walked_entries_median"`
+	WalkedPairs   int64                `json:"walked_pairs_median"`
+	WalkedSplats  int64                `json:"walked_splats_median"`
+	Stages        []benchStageRoofline `json:"stages"`
+}
+
+type benchStageRoofline struct {
+	Stage           string  `json:"stage"`
+	Ms              float64 `json:"ms_median"`
+	MinBytes        int64   `json:"min_bytes"`
+	MinFlops        int64   `json:"min_flops"`
+	GBs             float64 `json:"achieved_gb_per_s"`
+	GFlops          float64 `json:"achieved_gflop_per_s"`
+	MemoryFraction  float64 `json:"copy_fraction"`
+	ComputeFraction float64 `json:"fp32_fraction"`
+	Bound           string  `json:"bound"`
 }
 
 func runBench(o *benchOptions, c *config.Config, s *streams) error {
@@ -106,8 +151,10 @@ func runBench(o *benchOptions, c *config.Config, s *streams) error {
 	so := engine.StepOptions{SHDegree: c.Model.SHDegree, LR: lr, Background: app.Background(c)}
 	stages := map[string][]float64{}
 	var stopProfile func()
-	var total []float64
+	var total, visible, entries []float64
+	var walks []fused.Walk
 	var last engine.StepResult
+	fe, onGPU := eng.(*fused.Engine)
 	for i := 0; i < o.warmup+o.steps; i++ {
 		v := ds.Train[i%len(ds.Train)]
 		t0 := time.Now()
@@ -128,6 +175,16 @@ func runBench(o *benchOptions, c *config.Config, s *streams) error {
 		for k, d := range res.Timings {
 			stages[k] = append(stages[k], float64(d.Microseconds())/1000)
 		}
+		visible = append(visible, float64(res.Visible))
+		entries = append(entries, float64(res.Entries))
+		if o.roofline && onGPU {
+			// Outside the timed interval: the counts' download is not part of the step.
+			wk, err := fe.RasterWalk()
+			if err != nil {
+				return err
+			}
+			walks = append(walks, wk)
+		}
 		last = res
 	}
 	if stopProfile != nil {
@@ -139,6 +196,21 @@ func runBench(o *benchOptions, c *config.Config, s *streams) error {
 		r.StageMs[k] = median(v)
 	}
 	r.StepsPerSec = 1000 / r.StepMs
+	if onGPU {
+		_, r.PeakDeviceBytes = fe.DeviceBytes()
+	}
+	if o.roofline {
+		if !onGPU {
+			fmt.Fprintf(s.Err, "rlxsplat: --roofline is for GPU engines only (this run used %s): skipped\n", r.Engine)
+		} else {
+			w := fused.Workload{Gaussians: r.Gaussians, Visible: int(median(visible)), Entries: int(median(entries)),
+				Width: r.Width, Height: r.Height, SHDegree: so.SHDegree, AccumulateStats: so.AccumulateStats,
+				Walk: medianWalk(walks)}
+			if r.Roofline, err = measureRoofline(fe, c, w, r.StageMs); err != nil {
+				return err
+			}
+		}
+	}
 	if o.json {
 		enc := json.NewEncoder(s.Out)
 		enc.SetIndent("", "  ")
@@ -156,7 +228,83 @@ func runBench(o *benchOptions, c *config.Config, s *streams) error {
 	fmt.Fprintf(tw, "step\t%.2f\t\n", r.StepMs)
 	tw.Flush()
 	fmt.Fprintf(s.Out, "%.2f steps/s\n", r.StepsPerSec)
+	if r.PeakDeviceBytes > 0 {
+		fmt.Fprintf(s.Out, "peak device memory: %.1f MiB (the engine's buffers)\n", float64(r.PeakDeviceBytes)/(1<<20))
+	}
+	if r.Roofline != nil {
+		printRoofline(s, r.Roofline)
+	}
 	return nil
+}
+
+// measureRoofline measures fe's device ceilings (after the timed steps, so that the copy's
+// buffers do not share the device with them) and places every stage's median time stageMs
+// under them, for a step of w's size; w's render, binning, loss and Adam settings are filled
+// in from c.
+func measureRoofline(fe *fused.Engine, c *config.Config, w fused.Workload, stageMs map[string]float64) (*benchRoofline, error) {
+	set, err := app.EngineSettings(c)
+	if err != nil {
+		return nil, err
+	}
+	w.TileSize = set.TileSize
+	w.Ray = set.Render == prep.Ray
+	w.ConicBin = set.BinMode == engine.BinGPUConic
+	w.SSIM = set.Loss.UsesSSIM()
+	w.AdamVisibleOnly = set.Adam.VisibleOnly
+	costs, err := fused.MinimalCosts(w)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	ceil, err := fe.Ceilings(fused.CeilingOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	out := &benchRoofline{CopyGBs: ceil.CopyGBs, FP32GFlops: ceil.FP32GFlops, Visible: w.Visible, Entries: w.Entries,
+		WalkedEntries: w.Walk.Entries, WalkedPairs: w.Walk.Pairs, WalkedSplats: w.Walk.Splats}
+	for _, cost := range costs {
+		ms, ok := stageMs[cost.Stage]
+		if !ok {
+			continue
+		}
+		st := benchStageRoofline{Stage: cost.Stage, Ms: ms, MinBytes: cost.Bytes, MinFlops: cost.Flops}
+		// cpu-conic projects, bins and sorts on the host: those times are not the device's.
+		if set.BinMode == engine.BinCPUConic && (cost.Stage == engine.StageProject || cost.Stage == engine.StageBin || cost.Stage == engine.StageSort) {
+			st.Bound = "host"
+		} else {
+			p := fused.Roofline(cost, ms, ceil)
+			st.GBs, st.GFlops, st.MemoryFraction, st.ComputeFraction, st.Bound = p.GBs, p.GFlops, p.MemoryFraction, p.ComputeFraction, p.Bound
+		}
+		out.Stages = append(out.Stages, st)
+	}
+	return out, nil
+}
+
+func printRoofline(s *streams, rl *benchRoofline) {
+	fmt.Fprintf(s.Out, "\nroofline: measured ceilings: copy %.0f GB/s, FP32 %.0f GFLOP/s\n", rl.CopyGBs, rl.FP32GFlops)
+	fmt.Fprintf(s.Out, "step (medians): %d visible, %d tile entries; the rasterizer walked %d entries of %d splats, %d (entry, pixel) pairs\n",
+		rl.Visible, rl.Entries, rl.WalkedEntries, rl.WalkedSplats, rl.WalkedPairs)
+	tw := tabwriter.NewWriter(s.Out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "STAGE\tMS\tMIN MB\tMIN GFLOP\tGB/S\tGFLOP/S\t%%COPY\t%%FP32\tBOUND\t\n")
+	for _, st := range rl.Stages {
+		if st.Bound == "host" {
+			fmt.Fprintf(tw, "%s\t%.2f\t%.1f\t%.3f\t-\t-\t-\t-\t%s\t\n", st.Stage, st.Ms, float64(st.MinBytes)/1e6, float64(st.MinFlops)/1e9, st.Bound)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%.2f\t%.1f\t%.3f\t%.0f\t%.0f\t%.0f%%\t%.0f%%\t%s\t\n", st.Stage, st.Ms, float64(st.MinBytes)/1e6,
+			float64(st.MinFlops)/1e9, st.GBs, st.GFlops, 100*st.MemoryFraction, 100*st.ComputeFraction, st.Bound)
+	}
+	tw.Flush()
+	fmt.Fprintln(s.Out, "MIN MB and MIN GFLOP are lower bounds (internal/fused/roofline.go); GB/s and GFLOP/s are those over the stage's time.")
+}
+
+// medianWalk is the median of each of the walks' fields (each no larger than the median
+// step's entries and visible count, since every walk's are no larger than its step's).
+func medianWalk(walks []fused.Walk) fused.Walk {
+	var e, p, s []float64
+	for _, w := range walks {
+		e, p, s = append(e, float64(w.Entries)), append(p, float64(w.Pairs)), append(s, float64(w.Splats))
+	}
+	return fused.Walk{Entries: int64(median(e)), Pairs: int64(median(p)), Splats: int64(median(s))}
 }
 
 func median(v []float64) float64 {

@@ -201,3 +201,28 @@ func TestTrainDuckShort(t *testing.T) {
 
 // sharedDir finds ../shared/rel beside the module root, or skips.
 func sharedDir(t *testing.T, rel string) string { return sharedtest.Path(t, rel) }
+
+// bench --roofline on the CPU engine says it is for GPU engines and still reports the stages;
+// the JSON has no device fields.
+func TestBenchRooflineCPU(t *testing.T) {
+	s, out, errb := testStreams()
+	code := run([]string{"bench", "--device", "cpu", "--steps", "1", "--warmup", "0", "--threads", "1", "--roofline", "--json"}, s)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(errb.String(), "--roofline is for GPU engines only") {
+		t.Errorf("stderr %q lacks the GPU-only notice", errb.String())
+	}
+	var r map[string]any
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("JSON output: %v\n%s", err, out.String())
+	}
+	if _, ok := r["stage_ms_median"]; !ok {
+		t.Errorf("no stage times in %s", out.String())
+	}
+	for _, k := range []string{"roofline", "peak_device_bytes"} {
+		if _, ok := r[k]; ok {
+			t.Errorf("CPU engine's JSON has %q", k)
+		}
+	}
+}

@@ -77,6 +77,13 @@ type Engine struct {
 	hostProj  *prep.Projected
 	hostLists prep.TileLists
 	hostG     *splat.Gaussians
+
+	// Device memory held in buffers that ensure allocated (every buffer that scales with the
+	// scene, the image or the lists; not the few fixed words setup allocates): now and at
+	// the most, in bytes.
+	devBytes, devPeak int64
+	// The image size of the last forward, whose per-pixel counts RasterWalk reads.
+	lastW, lastH int
 }
 
 // target is a view's target image kept resident on the device.
@@ -185,16 +192,20 @@ func (e *Engine) ensure(b *gpu.Buffer, bytes int) error {
 		return nil
 	}
 	if *b != nil {
+		size := (*b).Size()
 		if err := e.dev.Free(*b); err != nil {
 			return err
 		}
 		*b = nil
+		e.devBytes -= int64(size)
 	}
 	nb, err := e.dev.Alloc(max(bytes, 16))
 	if err != nil {
 		return err
 	}
 	*b = nb
+	e.devBytes += int64(nb.Size())
+	e.devPeak = max(e.devPeak, e.devBytes)
 	return nil
 }
 
@@ -551,6 +562,7 @@ func (e *Engine) release() error {
 	if e.k != nil {
 		errs = append(errs, e.k.close())
 	}
+	e.devBytes = 0 // every buffer ensure allocated is freed above (devPeak is kept)
 	return errors.Join(errs...)
 }
 

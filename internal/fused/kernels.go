@@ -46,23 +46,53 @@ func loadKernels(dev gpu.Device) (*kernels, error) {
 		{"adam.cu", map[string]*gpu.Kernel{"adam_step": &k.adamStep, "opacity_reset": &k.opacityReset}},
 	}
 	for _, u := range units {
-		m, err := gpu.CompileFile(dev, shaders.Sources(), u.file)
+		m, err := loadUnit(dev, u.file, u.entries)
 		if err != nil {
 			k.close()
-			return nil, fmt.Errorf("fused: %w", err)
+			return nil, err
 		}
 		k.mods = append(k.mods, m)
-		for name, dst := range u.entries {
-			kern, err := m.Kernel(name)
-			if err != nil {
-				k.close()
-				return nil, fmt.Errorf("fused: %s: %w", u.file, err)
-			}
-			*dst = kern
-		}
 	}
 	return k, nil
 }
+
+// loadUnit compiles one kernel file and looks up its entry points into entries.
+func loadUnit(dev gpu.Device, file string, entries map[string]*gpu.Kernel) (gpu.Module, error) {
+	m, err := gpu.CompileFile(dev, shaders.Sources(), file)
+	if err != nil {
+		return nil, fmt.Errorf("fused: %w", err)
+	}
+	for name, dst := range entries {
+		kern, err := m.Kernel(name)
+		if err != nil {
+			m.Close()
+			return nil, fmt.Errorf("fused: %s: %w", file, err)
+		}
+		*dst = kern
+	}
+	return m, nil
+}
+
+// ceilingKernels are ceiling.cu's measuring kernels (see Ceilings). They are loaded on their
+// own, when a measurement asks for them, rather than with the engine's kernels: no step needs
+// them, and a device that can only use the embedded PTX must still train when that PTX lacks
+// ceiling.ptx.
+type ceilingKernels struct {
+	mod       gpu.Module
+	copy, fma gpu.Kernel
+}
+
+func loadCeilingKernels(dev gpu.Device) (*ceilingKernels, error) {
+	c := &ceilingKernels{}
+	m, err := loadUnit(dev, "ceiling.cu", map[string]*gpu.Kernel{"ceiling_copy": &c.copy, "ceiling_fma": &c.fma})
+	if err != nil {
+		return nil, err
+	}
+	c.mod = m
+	return c, nil
+}
+
+func (c *ceilingKernels) close() error { return c.mod.Close() }
 
 func (k *kernels) close() error {
 	var first error

@@ -1,6 +1,9 @@
 package fused
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/rlxsplat/rlxsplat/internal/camera"
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 )
@@ -17,4 +20,65 @@ func (e *Engine) rasterFwd(cam *camera.Camera, bg [3]float32, tiles int) error {
 		gpu.Bytes(rasterBytes(cam, &e.set, bg)), gpu.Ptr(e.readoutBuf), gpu.Ptr(e.tileOffsets), gpu.Ptr(e.sortedIDs),
 		gpu.Ptr(e.opacity), gpu.Ptr(e.color), gpu.Ptr(e.mean2d), gpu.Ptr(e.conic), gpu.Ptr(e.or(e.rayU)),
 		gpu.Ptr(e.or(e.rayA)), gpu.Ptr(e.or(e.rays)), gpu.Ptr(e.image), gpu.Ptr(e.finalT), gpu.Ptr(e.count))
+}
+
+// Walk is how far the raster passes had to walk the tile lists in one forward.
+type Walk struct {
+	Entries int64 // list entries the tiles read: each tile up to its longest pixel's count
+	Pairs   int64 // (entry, pixel) pairs the pixels evaluated: the sum of their counts
+	Splats  int64 // distinct splats those entries name: the splats whose data had to be read
+}
+
+// RasterWalk measures the Walk of the last forward (of the last Step or Render) from
+// raster_fwd's per-pixel counts, the entries of its tile's list a pixel walked up to and
+// including the last one it blended: the forward walked at least that far and the backward
+// exactly that far. The roofline's traffic model uses it in place of "every entry, every
+// pixel of its tile", which views whose pixels saturate early never need. It downloads the
+// counts and the walked lists' ids (4 bytes a pixel and an entry).
+func (e *Engine) RasterWalk() (Walk, error) {
+	w, h, ts := e.lastW, e.lastH, e.set.TileSize
+	if w == 0 || h == 0 {
+		return Walk{}, errors.New("fused: raster walk: nothing rendered yet")
+	}
+	tilesX := (w + ts - 1) / ts
+	tiles := tilesX * ((h + ts - 1) / ts)
+	count := make([]uint32, w*h)
+	offs := make([]uint32, tiles+1)
+	if err := gpu.DownloadU32(e.dev, count, e.count); err != nil {
+		return Walk{}, fmt.Errorf("fused: raster walk: %w", err)
+	}
+	if err := gpu.DownloadU32(e.dev, offs, e.tileOffsets); err != nil {
+		return Walk{}, fmt.Errorf("fused: raster walk: %w", err)
+	}
+	ids := make([]uint32, offs[tiles])
+	if err := gpu.DownloadU32(e.dev, ids, e.sortedIDs); err != nil {
+		return Walk{}, fmt.Errorf("fused: raster walk: %w", err)
+	}
+	var wk Walk
+	longest := make([]uint32, tiles)
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			c := count[y*w+x]
+			wk.Pairs += int64(c)
+			t := (y/ts)*tilesX + x/ts
+			longest[t] = max(longest[t], c)
+		}
+	}
+	seen := make([]uint64, (e.n+63)/64)
+	for t, l := range longest {
+		if offs[t] > offs[t+1] || l > offs[t+1]-offs[t] {
+			return Walk{}, fmt.Errorf("fused: raster walk: tile %d walked %d entries of its list [%d, %d)", t, l, offs[t], offs[t+1])
+		}
+		wk.Entries += int64(l)
+		for _, id := range ids[offs[t] : offs[t]+l] {
+			if int(id) >= e.n {
+				return Walk{}, fmt.Errorf("fused: raster walk: tile %d lists splat %d of %d", t, id, e.n)
+			}
+			if seen[id/64]&(1<<(id%64)) == 0 {
+				seen[id/64] |= 1 << (id % 64)
+				wk.Splats++
+			}
+		}
+	}
+	return wk, nil
 }

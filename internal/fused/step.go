@@ -159,6 +159,7 @@ func (e *Engine) forward(cam *camera.Camera, shDegree int, bg [3]float32) (*pass
 	ts := e.set.TileSize
 	tiles := ((cam.Width + ts - 1) / ts) * ((cam.Height + ts - 1) / ts)
 	p := &pass{cam: cam, tiles: tiles}
+	e.lastW, e.lastH = cam.Width, cam.Height
 	if e.keys == nil {
 		if err := e.growLists(4 * e.n); err != nil {
 			return nil, err

@@ -1,0 +1,178 @@
+package fused
+
+import (
+	"testing"
+
+	"github.com/rlxsplat/rlxsplat/internal/engine"
+)
+
+// TestMinimalCosts checks the traffic model on two tiny steps whose costs are worked out by
+// hand below, one per render model, between them switching every option.
+func TestMinimalCosts(t *testing.T) {
+	type cost struct{ bytes, flops int64 }
+	tests := []struct {
+		name   string
+		w      Workload
+		passes int
+		want   map[string]cost
+	}{
+		{
+			// N 10, V 6, E 20; 20×12 px in 8-px tiles: 3×2 = 6 tiles, 240 px, 40 px a tile on
+			// average, 800 pairs; sort 32+bits(6)=35 bits, 5 passes; K = 1.
+			name:   "ewa conic ssim deg0",
+			w:      Workload{Gaussians: 10, Visible: 6, Entries: 20, Width: 20, Height: 12, TileSize: 8, ConicBin: true, SSIM: true},
+			passes: 5,
+			want: map[string]cost{
+				// 4·(10·11 + 6·3 + 10 + 6·20); 10·18 + 6·(260 + 12+3+6).
+				engine.StageProject: {1032, 1866},
+				// 4·(10 + 6·10 + 20·3); 20·56.
+				engine.StageBin: {520, 1120},
+				// 5 passes · 20 · 24 B + 4·7.
+				engine.StageSort: {2428, 0},
+				// 4·(7 + 20 + 6·9) + 4·240·5; 800·9.
+				engine.StageRasterFwd: {5124, 7200},
+				// 4·240·9; 240·(18 + 1224).
+				engine.StageLoss: {8640, 298080},
+				// 4·(7 + 20 + 6·9) + 4·(240·5 + 6·9).
+				engine.StageRasterBwd: {5340, 7200},
+				// 4·(10 + 6·(11+3+9) + 590 + 6); 6·(650 + 12+12+27).
+				engine.StageProjectBwd: {2976, 4206},
+				// 4·(10·59·7); 10·59·13.
+				engine.StageAdam: {16520, 7670},
+			},
+		},
+		{
+			// The first step with its walk measured: the tiles read 4 of the 20 entries,
+			// naming 3 splats, and the pixels evaluated 300 pairs.
+			name: "ewa walked",
+			w: Workload{Gaussians: 10, Visible: 6, Entries: 20, Width: 20, Height: 12, TileSize: 8, ConicBin: true, SSIM: true,
+				Walk: Walk{Entries: 4, Pairs: 300, Splats: 3}},
+			passes: 5,
+			want: map[string]cost{
+				engine.StageProject: {1032, 1866},
+				engine.StageBin:     {520, 1120},
+				engine.StageSort:    {2428, 0},
+				// 4·(7 + 4 + 3·9) + 4·240·5; 300·9.
+				engine.StageRasterFwd: {4952, 2700},
+				engine.StageLoss:      {8640, 298080},
+				// 4·(7 + 4 + 3·9) + 4·(240·5 + 3·9).
+				engine.StageRasterBwd:  {5060, 2700},
+				engine.StageProjectBwd: {2976, 4206},
+				engine.StageAdam:       {16520, 7670},
+			},
+		},
+		{
+			// N 10, V 6, E 4 (so at most 4 splats are rasterized); 16×16 px, one 16-px tile,
+			// 1024 pairs; 33 bits, 5 passes; K = 16.
+			name: "ray box stats visible-only deg3",
+			w: Workload{Gaussians: 10, Visible: 6, Entries: 4, Width: 16, Height: 16, TileSize: 16, SHDegree: 3,
+				Ray: true, AccumulateStats: true, AdamVisibleOnly: true},
+			passes: 5,
+			want: map[string]cost{
+				// 4·(110 + 6·48 + 10 + 6·29); 180 + 6·(300 + 12+48+96).
+				engine.StageProject: {2328, 2916},
+				// 4·(10 + 60 + 12); no tile tests.
+				engine.StageBin: {328, 0},
+				// 5 · 4 · 24 + 4·2.
+				engine.StageSort: {488, 0},
+				// 4·(2 + 4 + 4·16 + 256·3) + 4·256·5; 1024·29.
+				engine.StageRasterFwd: {8472, 29696},
+				// 4·256·9; 256·18.
+				engine.StageLoss: {9216, 4608},
+				// 3352 + 4·(256·5 + 4·16).
+				engine.StageRasterBwd: {8728, 29696},
+				// 4·(10 + 6·(11+48+16) + 590 + 6 + 6·7); 6·(750 + 12+192+432).
+				engine.StageProjectBwd: {4392, 8316},
+				// 4·(10 + 6·59·7); 6·59·13.
+				engine.StageAdam: {9952, 4602},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if p := tt.w.SortPasses(); p != tt.passes {
+				t.Errorf("sort passes %d, want %d", p, tt.passes)
+			}
+			got, err := MinimalCosts(tt.w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(engine.Stages) {
+				t.Fatalf("%d stages, want %d", len(got), len(engine.Stages))
+			}
+			for i, c := range got {
+				if c.Stage != engine.Stages[i] {
+					t.Errorf("stage %d is %q, want %q (engine.Stages order)", i, c.Stage, engine.Stages[i])
+				}
+				w := tt.want[c.Stage]
+				if c.Bytes != w.bytes || c.Flops != w.flops {
+					t.Errorf("%s: %d bytes, %d flops; want %d, %d", c.Stage, c.Bytes, c.Flops, w.bytes, w.flops)
+				}
+			}
+		})
+	}
+}
+
+func TestSortPassesBonsai(t *testing.T) {
+	// bonsai's 799×532 views in 16-px tiles: 50×34 = 1700 tiles, 11 bits, 43-bit keys.
+	w := Workload{Width: 799, Height: 532, TileSize: 16}
+	if w.Tiles() != 1700 || w.SortPasses() != 6 {
+		t.Fatalf("%d tiles, %d passes; want 1700, 6", w.Tiles(), w.SortPasses())
+	}
+}
+
+func TestMinimalCostsRejects(t *testing.T) {
+	ok := Workload{Gaussians: 10, Visible: 6, Entries: 20, Width: 20, Height: 12, TileSize: 8}
+	for name, edit := range map[string]func(*Workload){
+		"visible above N": func(w *Workload) { w.Visible = 11 },
+		"no tile size":    func(w *Workload) { w.TileSize = 0 },
+		"empty image":     func(w *Workload) { w.Height = 0 },
+		"SH degree 4":     func(w *Workload) { w.SHDegree = 4 },
+		"negative count":  func(w *Workload) { w.Entries = -1 },
+		"walk past lists": func(w *Workload) { w.Walk = Walk{Entries: 21, Pairs: 21, Splats: 6} },
+		"walk's splats":   func(w *Workload) { w.Walk = Walk{Entries: 4, Pairs: 4, Splats: 5} },
+	} {
+		w := ok
+		edit(&w)
+		if _, err := MinimalCosts(w); err == nil {
+			t.Errorf("%s: no error for %+v", name, w)
+		}
+	}
+	if _, err := MinimalCosts(ok); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRoofline(t *testing.T) {
+	ceil := Ceilings{CopyGBs: 1000, FP32GFlops: 10000}
+	tests := []struct {
+		name        string
+		c           StageCost
+		ms          float64
+		gbs, gflops float64
+		bound       string
+	}{
+		// 1 GB in 2 ms: 500 GB/s, half the copy roof.
+		{"memory", StageCost{Bytes: 1e9, Flops: 1e9}, 2, 500, 500, BoundMemory},
+		// 80 GFLOP in 10 ms: 8000 GFLOP/s, 0.8 of the FP32 roof; 0.1 GB/s.
+		{"compute", StageCost{Bytes: 1e6, Flops: 8e10}, 10, 0.1, 8000, BoundCompute},
+		// 0.2 GB and 2 GFLOP in 1 ms: 0.2 and 0.2 of the roofs.
+		{"latency", StageCost{Bytes: 2e8, Flops: 2e9}, 1, 200, 2000, BoundLatency},
+		// Exactly a quarter of the copy roof is bound by it.
+		{"quarter", StageCost{Bytes: 25e7}, 1, 250, 0, BoundMemory},
+		{"no time", StageCost{Bytes: 1e9}, 0, 0, 0, BoundUnmeasured},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Roofline(tt.c, tt.ms, ceil)
+			if !near(r.GBs, tt.gbs) || !near(r.GFlops, tt.gflops) || r.Bound != tt.bound {
+				t.Errorf("%.4g GB/s, %.4g GFLOP/s, %q; want %.4g, %.4g, %q", r.GBs, r.GFlops, r.Bound, tt.gbs, tt.gflops, tt.bound)
+			}
+			if tt.ms > 0 && (!near(r.MemoryFraction, tt.gbs/ceil.CopyGBs) || !near(r.ComputeFraction, tt.gflops/ceil.FP32GFlops)) {
+				t.Errorf("fractions %.4g, %.4g", r.MemoryFraction, r.ComputeFraction)
+			}
+		})
+	}
+}
+
+func near(a, b float64) bool { return a == b || (a-b)*(a-b) <= 1e-18*(a*a+b*b) }
