@@ -73,23 +73,37 @@ func PlanEdit(e Edit, n int) (EditPlan, error) {
 // by SplitScaleDiv (the original's densify_and_split).
 func ApplyEdit(g *splat.Gaussians, e Edit, p EditPlan) *splat.Gaussians {
 	out := splat.Gather(g, p.Src)
+	SplitChildren(g.Means, g.LogScales, g.Quats, e, func(k, c int, mean, logScale [3]float32) {
+		j := p.Children + k*e.SplitN + c
+		copy(out.Means[j*3:j*3+3], mean[:])
+		copy(out.LogScales[j*3:j*3+3], logScale[:])
+	})
+	return out
+}
+
+// SplitChildren computes the mean and log-scales of child c of every split
+// k of e from its parent's geometry (means, logScales, quats of all splats,
+// in splat.Gaussians' layout) and hands them to set. Engines that keep the
+// parameters elsewhere (on a device) share it so that children are
+// bit-identical everywhere.
+func SplitChildren(means, logScales, quats []float32, e Edit, set func(k, c int, mean, logScale [3]float32)) {
 	for k, parent := range e.Split {
 		i := int(parent)
-		q := g.Quats[i*4 : i*4+4]
+		q := quats[i*4 : i*4+4]
 		r := camera.RotationFromQuat(float64(q[0]), float64(q[1]), float64(q[2]), float64(q[3]))
 		var s [3]float64
 		for a := 0; a < 3; a++ {
-			s[a] = math.Exp(float64(g.LogScales[i*3+a]))
+			s[a] = math.Exp(float64(logScales[i*3+a]))
 		}
 		for c := 0; c < e.SplitN; c++ {
-			j := p.Children + k*e.SplitN + c
 			smp := e.SplitSamples[(k*e.SplitN+c)*3:]
+			var mean, logScale [3]float32
 			for a := 0; a < 3; a++ {
 				off := r[a][0]*s[0]*float64(smp[0]) + r[a][1]*s[1]*float64(smp[1]) + r[a][2]*s[2]*float64(smp[2])
-				out.Means[j*3+a] = float32(float64(g.Means[i*3+a]) + off)
-				out.LogScales[j*3+a] = float32(math.Log(s[a] / float64(e.SplitScaleDiv)))
+				mean[a] = float32(float64(means[i*3+a]) + off)
+				logScale[a] = float32(math.Log(s[a] / float64(e.SplitScaleDiv)))
 			}
+			set(k, c, mean, logScale)
 		}
 	}
-	return out
 }

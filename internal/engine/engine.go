@@ -103,6 +103,16 @@ type State struct {
 	Stats    Stats
 }
 
+// Shapes are the parameters densification decides on. Reading them alone
+// spares a device engine the SH coefficients, four fifths of every splat.
+type Shapes struct {
+	LogScales     []float32 // [n,3]
+	OpacityLogits []float32 // [n]
+}
+
+// Len is the number of splats.
+func (s Shapes) Len() int { return len(s.OpacityLogits) }
+
 // Engine runs training steps on one device.
 type Engine interface {
 	// Name says which engine and device this is ("cpu (2 threads)").
@@ -115,6 +125,8 @@ type Engine interface {
 	Len() int
 	// Gaussians reads the parameters back (a copy).
 	Gaussians() (*splat.Gaussians, error)
+	// Shapes reads back only what densification decides on (a copy).
+	Shapes() (Shapes, error)
 	// Stats reads the densification statistics back (a copy).
 	Stats() (Stats, error)
 	// ResetStats zeroes the densification statistics.

@@ -48,6 +48,7 @@ type Engine struct {
 	pg                                                      gpu.Buffer // [pgFloats·capN]
 	grad2d, statAccum, statCount, statMaxRadius, counts     gpu.Buffer
 	bigList                                                 gpu.Buffer // bin.cu: splats queued for a warp each
+	editSrc                                                 gpu.Buffer // edit.cu: the plan's source splat per new splat
 	adamStep                                                int64
 
 	// Tile lists, capacity listCap entries; sortedKeys/IDs name the pair that holds the
@@ -414,6 +415,19 @@ func (e *Engine) downloadPacked(b gpu.Buffer) (*splat.Gaussians, error) {
 // Gaussians reads the parameters back.
 func (e *Engine) Gaussians() (*splat.Gaussians, error) { return e.downloadPacked(e.params) }
 
+// Shapes reads back the log-scales and opacity logits alone (4 of the 59 packed floats).
+func (e *Engine) Shapes() (engine.Shapes, error) {
+	n := e.n
+	s := engine.Shapes{LogScales: make([]float32, 3*n), OpacityLogits: make([]float32, n)}
+	if err := gpu.DownloadSlice(e.dev, s.LogScales, e.params, 3*n); err != nil {
+		return engine.Shapes{}, fmt.Errorf("fused: download scales: %w", err)
+	}
+	if err := gpu.DownloadSlice(e.dev, s.OpacityLogits, e.params, 10*n); err != nil {
+		return engine.Shapes{}, fmt.Errorf("fused: download opacities: %w", err)
+	}
+	return s, nil
+}
+
 // Stats reads the densification statistics back.
 func (e *Engine) Stats() (engine.Stats, error) {
 	n := e.n
@@ -448,30 +462,69 @@ func (e *Engine) Apply(ed engine.Edit) error {
 	if err != nil {
 		return fmt.Errorf("fused: %w", err)
 	}
-	g, err := e.Gaussians()
-	if err != nil {
+	oldN, newN := e.n, len(plan.Src)
+	if newN == 0 {
+		return fmt.Errorf("fused: edit: %w", engine.ErrEmpty)
+	}
+	// Split children: the parents' geometry (the first 10 floats of the packed layout per
+	// splat: means, log-scales, quaternions) comes to the host, which places the children.
+	var childMeans, childScales []float32
+	if len(ed.Split) > 0 {
+		geo := make([]float32, 10*oldN)
+		if err := gpu.DownloadF32(e.dev, geo, e.params); err != nil {
+			return fmt.Errorf("fused: edit: download geometry: %w", err)
+		}
+		kids := len(ed.Split) * ed.SplitN
+		childMeans, childScales = make([]float32, 3*kids), make([]float32, 3*kids)
+		engine.SplitChildren(geo[:3*oldN], geo[3*oldN:6*oldN], geo[6*oldN:], ed, func(k, c int, mean, logScale [3]float32) {
+			j := k*ed.SplitN + c
+			copy(childMeans[3*j:], mean[:])
+			copy(childScales[3*j:], logScale[:])
+		})
+	}
+	if err := e.ensure(&e.editSrc, newN*4); err != nil {
+		return fmt.Errorf("fused: edit of %d Gaussians: %w", newN, err)
+	}
+	if err := gpu.UploadSlice(e.dev, e.editSrc, 0, plan.Src); err != nil {
+		return fmt.Errorf("fused: edit: %w", err)
+	}
+	// Gather parameters and moments into the gradient buffer (scratch between steps) and swap
+	// it in; growing, the scratch is reallocated at the new capacity before each gather, so
+	// at most one extra buffer is held at a time.
+	need := newN * paramFloats * 4
+	if newN > e.capN {
+		need = (newN + newN/4) * paramFloats * 4
+	}
+	for _, x := range []struct {
+		buf  *gpu.Buffer
+		zero uint32
+	}{{&e.params, 0}, {&e.adamM, 1}, {&e.adamV, 1}} {
+		if err := e.ensure(&e.grads, need); err != nil {
+			return fmt.Errorf("fused: edit of %d Gaussians: %w", newN, err)
+		}
+		if err := e.dev.Launch(e.k.gatherRows, gpu.BlocksFor(uint32(newN*paramFloats), 256), gpu.Dim3{256}, 0,
+			gpu.Ptr(*x.buf), gpu.Ptr(e.grads), gpu.Ptr(e.editSrc), gpu.U32(uint32(oldN)), gpu.U32(uint32(newN)),
+			gpu.U32(uint32(plan.Fresh)), gpu.U32(x.zero)); err != nil {
+			return fmt.Errorf("fused: edit: %w", err)
+		}
+		*x.buf, e.grads = e.grads, *x.buf
+	}
+	if err := e.ensure(&e.grads, need); err != nil {
+		return fmt.Errorf("fused: edit of %d Gaussians: %w", newN, err)
+	}
+	if err := e.growSplats(newN); err != nil { // the other per-splat buffers: scratch
 		return err
 	}
-	m, err := e.downloadPacked(e.adamM)
-	if err != nil {
-		return err
+	e.n = newN
+	if len(childMeans) > 0 {
+		if err := gpu.UploadSlice(e.dev, e.params, 3*plan.Children, childMeans); err != nil {
+			return fmt.Errorf("fused: edit: upload split children: %w", err)
+		}
+		if err := gpu.UploadSlice(e.dev, e.params, 3*newN+3*plan.Children, childScales); err != nil {
+			return fmt.Errorf("fused: edit: upload split children: %w", err)
+		}
 	}
-	v, err := e.downloadPacked(e.adamV)
-	if err != nil {
-		return err
-	}
-	ng := engine.ApplyEdit(g, ed, plan)
-	return e.upload(ng, gatherMoments(m, plan), gatherMoments(v, plan), e.adamStep, nil)
-}
-
-// gatherMoments reorders moments like the parameters: kept splats keep theirs, new ones (from
-// plan.Fresh on) start at zero.
-func gatherMoments(m *splat.Gaussians, p engine.EditPlan) *splat.Gaussians {
-	out := splat.Gather(m, p.Src)
-	for _, f := range out.Fields() {
-		clear(f.Data[p.Fresh*f.Width:])
-	}
-	return out
+	return e.ResetStats()
 }
 
 // ResetOpacity clamps every opacity to at most maxOpacity and zeroes the opacity moments.
@@ -544,7 +597,7 @@ func (e *Engine) release() error {
 	}
 	e.targets = nil
 	bufs := []gpu.Buffer{e.params, e.grads, e.adamM, e.adamV, e.valid, e.depth, e.opacity, e.color, e.mean2d,
-		e.conic, e.rayU, e.rayA, e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.bigList, e.statAccum,
+		e.conic, e.rayU, e.rayA, e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.bigList, e.editSrc, e.statAccum,
 		e.statCount, e.statMaxRadius, e.counts, e.keys, e.ids, e.keysTmp, e.idsTmp, e.hist, e.tileOffsets,
 		e.image, e.finalT, e.count, e.dImage, e.rays, e.hq, e.dmap, e.hd, e.partAbs, e.partSq, e.partSSIM,
 		e.readoutBuf, e.dummy}

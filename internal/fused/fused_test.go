@@ -546,6 +546,51 @@ func TestEditsAndState(t *testing.T) {
 			t.Fatalf("statistics of splat %d not reset", i)
 		}
 	}
+
+	// An edit that outgrows the device buffers (every splat cloned, a few split in 3) must
+	// move the trained parameters and moments into the larger buffers intact.
+	var grow engine.Edit
+	m := ce.Len()
+	for i := 0; i < m; i++ {
+		grow.Clone = append(grow.Clone, int32(i))
+	}
+	grow.Split, grow.SplitN, grow.SplitScaleDiv = []int32{0, int32(m / 2), int32(m - 1)}, 3, 1.6
+	for range len(grow.Split) * grow.SplitN * 3 {
+		grow.SplitSamples = append(grow.SplitSamples, float32(rng.NormFloat64()))
+	}
+	// The step above leaves last-bit differences (the gradients' summation order), so start
+	// the edit from the CPU's state.
+	st, err = ce.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fe.SetState(st); err != nil {
+		t.Fatal(err)
+	}
+	capBefore := fe.capN
+	if err := ce.Apply(grow); err != nil {
+		t.Fatal(err)
+	}
+	if err := fe.Apply(grow); err != nil {
+		t.Fatal(err)
+	}
+	if fe.capN <= capBefore {
+		t.Errorf("the growing edit kept the capacity %d (now %d splats)", capBefore, fe.Len())
+	}
+	sameState(t, "after the growing edit", fe, ce)
+	if err := fe.Apply(engine.Edit{Remove: make([]bool, fe.Len())}); err != nil {
+		t.Errorf("an edit that removes nothing: %v", err)
+	}
+	all := make([]bool, fe.Len())
+	for i := range all {
+		all[i] = true
+	}
+	if err := fe.Apply(engine.Edit{Remove: all}); !errors.Is(err, engine.ErrEmpty) {
+		t.Errorf("an edit that removes every splat: %v, want ErrEmpty", err)
+	}
+	if fe.Len() != ce.Len() {
+		t.Errorf("the refused edit changed the engine: %d splats, want %d", fe.Len(), ce.Len())
+	}
 }
 
 func sameState(t *testing.T, what string, fe *Engine, ce *cpu.Engine) {

@@ -22,6 +22,7 @@ type kernels struct {
 	lossSSIMGrad, lossFinish            gpu.Kernel
 	projectBwd                          gpu.Kernel
 	adamStep, opacityReset              gpu.Kernel
+	gatherRows                          gpu.Kernel
 }
 
 // loadKernels compiles the engine's kernel files (from the disk cache, NVRTC or the embedded
@@ -44,6 +45,7 @@ func loadKernels(dev gpu.Device) (*kernels, error) {
 		{"raster_bwd.cu", map[string]*gpu.Kernel{"raster_bwd": &k.rasterBwd}},
 		{"project_bwd.cu", map[string]*gpu.Kernel{"project_bwd": &k.projectBwd}},
 		{"adam.cu", map[string]*gpu.Kernel{"adam_step": &k.adamStep, "opacity_reset": &k.opacityReset}},
+		{"edit.cu", map[string]*gpu.Kernel{"gather_rows": &k.gatherRows}},
 	}
 	for _, u := range units {
 		m, err := loadUnit(dev, u.file, u.entries)

@@ -20,7 +20,7 @@ func (t *Trainer) densify(s int) error {
 	if err != nil {
 		return fmt.Errorf("train: step %d: densification statistics: %w", s, err)
 	}
-	g, err := t.eng.Gaussians()
+	g, err := t.eng.Shapes()
 	if err != nil {
 		return fmt.Errorf("train: step %d: %w", s, err)
 	}
@@ -38,7 +38,7 @@ func (t *Trainer) densify(s int) error {
 		}
 	}
 	// Prune on the grown set, as the original does after clone and split.
-	g, err = t.eng.Gaussians()
+	g, err = t.eng.Shapes()
 	if err != nil {
 		return fmt.Errorf("train: step %d: %w", s, err)
 	}
@@ -59,7 +59,7 @@ func (t *Trainer) densify(s int) error {
 }
 
 // growEdit selects the splats to clone and to split.
-func growEdit(g *splat.Gaussians, st engine.Stats, d *DensifyOptions, extent float64) engine.Edit {
+func growEdit(g engine.Shapes, st engine.Stats, d *DensifyOptions, extent float64) engine.Edit {
 	e := engine.Edit{SplitN: d.SplitN, SplitScaleDiv: float32(0.8 * float64(d.SplitN))}
 	limit := d.PercentDense * extent
 	for i := 0; i < g.Len(); i++ {
@@ -126,7 +126,7 @@ func (t *Trainer) capGrowth(e *engine.Edit, n int, st engine.Stats) {
 // pruneMask marks splats with opacity below the threshold and, when big is
 // set, those larger than max_screen_size px on screen or max_world_scale of
 // the extent in the world.
-func pruneMask(g *splat.Gaussians, st engine.Stats, d *DensifyOptions, extent float64, big bool) ([]bool, int) {
+func pruneMask(g engine.Shapes, st engine.Stats, d *DensifyOptions, extent float64, big bool) ([]bool, int) {
 	remove := make([]bool, g.Len())
 	n := 0
 	for i := range remove {
@@ -143,7 +143,7 @@ func pruneMask(g *splat.Gaussians, st engine.Stats, d *DensifyOptions, extent fl
 	return remove, n
 }
 
-func maxScale(g *splat.Gaussians, i int) float64 {
+func maxScale(g engine.Shapes, i int) float64 {
 	m := math.Max(float64(g.LogScales[i*3]), math.Max(float64(g.LogScales[i*3+1]), float64(g.LogScales[i*3+2])))
 	return math.Exp(m)
 }

@@ -6,6 +6,7 @@ package cpu
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/rlxsplat/rlxsplat/internal/camera"
@@ -111,6 +112,11 @@ func (e *Engine) Render(cam *camera.Camera, shDegree int, bg [3]float32) ([]floa
 
 // Gaussians returns a copy of the parameters.
 func (e *Engine) Gaussians() (*splat.Gaussians, error) { return e.g.Clone(), nil }
+
+// Shapes returns a copy of the log-scales and opacity logits.
+func (e *Engine) Shapes() (engine.Shapes, error) {
+	return engine.Shapes{LogScales: slices.Clone(e.g.LogScales), OpacityLogits: slices.Clone(e.g.OpacityLogits)}, nil
+}
 
 // Stats returns a copy of the densification statistics.
 func (e *Engine) Stats() (engine.Stats, error) {
