@@ -81,7 +81,7 @@ func TestSortAndRanges(t *testing.T) {
 		if err := fe.ensure(&fe.tileOffsets, (c.tiles+1)*4); err != nil {
 			t.Fatal(err)
 		}
-		fe.poison(t)
+		poison(t, fe)
 		if err := gpu.UploadSlice(dev, fe.keys, 0, keys); err != nil {
 			t.Fatal(err)
 		}

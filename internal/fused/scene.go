@@ -1,0 +1,103 @@
+package fused
+
+import (
+	"math"
+	"math/rand/v2"
+
+	"github.com/rlxsplat/rlxsplat/internal/camera"
+	"github.com/rlxsplat/rlxsplat/internal/engine"
+	"github.com/rlxsplat/rlxsplat/internal/splat"
+)
+
+// RandomScene is the synthetic scene of the stage-parity test, for `rlxsplat parity`: n
+// random splats in front of a w×h camera and a smooth random target, all drawn from seed, so
+// that the command and the test compare the same kind of scene.
+func RandomScene(seed uint64, n, w, h int) (*splat.Gaussians, *engine.View) {
+	rng := rand.New(rand.NewPCG(seedScene, seed))
+	g := randomScene(rng, n, 0.05)
+	cam := lookAt([3]float64{0.3 + 0.4*rng.Float64(), -0.9, -3.2}, w, h)
+	return g, &engine.View{Index: int(seed), Camera: cam, Target: randomImage(rand.New(rand.NewPCG(seedTarget, seed)), w, h)}
+}
+
+// Seeds of the random scenes; each check draws its own stream from them.
+const (
+	seedScene  = 7
+	seedTarget = 11
+	seedEdit   = 13
+)
+
+// lookAt returns a pinhole camera at eye looking at the origin, y down (COLMAP axes).
+func lookAt(eye [3]float64, w, h int) camera.Camera {
+	f := norm3([3]float64{-eye[0], -eye[1], -eye[2]})
+	r := norm3(cross3([3]float64{0, 1, 0}, f))
+	d := cross3(f, r)
+	R := [3][3]float64{r, d, f}
+	var t [3]float64
+	for i := 0; i < 3; i++ {
+		t[i] = -(R[i][0]*eye[0] + R[i][1]*eye[1] + R[i][2]*eye[2])
+	}
+	return camera.Camera{Width: w, Height: h, Fx: 0.9 * float64(w), Fy: 0.95 * float64(w),
+		Cx: 0.52 * float64(w), Cy: 0.47 * float64(h), R: R, T: t}
+}
+
+func cross3(a, b [3]float64) [3]float64 {
+	return [3]float64{a[1]*b[2] - a[2]*b[1], a[2]*b[0] - a[0]*b[2], a[0]*b[1] - a[1]*b[0]}
+}
+
+func norm3(a [3]float64) [3]float64 {
+	n := math.Sqrt(a[0]*a[0] + a[1]*a[1] + a[2]*a[2])
+	return [3]float64{a[0] / n, a[1] / n, a[2] / n}
+}
+
+// randomScene makes n splats in a ball of radius about 1 around the origin with scales around
+// scale, random rotations, opacities and SH of every degree; a few are behind the camera, huge,
+// or nearly transparent, so that the culling paths run too.
+func randomScene(rng *rand.Rand, n int, scale float64) *splat.Gaussians {
+	g := splat.New(n)
+	for i := 0; i < n; i++ {
+		for a := 0; a < 3; a++ {
+			g.Means[i*3+a] = float32(rng.NormFloat64() * 0.6)
+			g.LogScales[i*3+a] = float32(math.Log(scale * (0.3 + 1.4*rng.Float64())))
+		}
+		for k := 0; k < 4; k++ {
+			g.Quats[i*4+k] = float32(rng.NormFloat64())
+		}
+		g.OpacityLogits[i] = float32(rng.NormFloat64() * 1.5)
+		for k := 0; k < splat.SHCoeffs*3; k++ {
+			s := 0.6
+			if k >= 3 {
+				s = 0.15
+			}
+			g.SH[i*splat.SHCoeffs*3+k] = float32(rng.NormFloat64() * s)
+		}
+		switch rng.IntN(40) {
+		case 0: // far behind the camera or at it
+			g.Means[i*3+2] = -6
+		case 1: // large
+			for a := 0; a < 3; a++ {
+				g.LogScales[i*3+a] += 2
+			}
+		case 2: // nearly transparent
+			g.OpacityLogits[i] = -7
+		}
+	}
+	return g
+}
+
+// randomImage is a smooth random image in [0,1] (so that SSIM sees structure).
+func randomImage(rng *rand.Rand, w, h int) []float32 {
+	img := make([]float32, w*h*3)
+	var fx, fy, ph [3]float64
+	for c := 0; c < 3; c++ {
+		fx[c], fy[c], ph[c] = 0.05+0.2*rng.Float64(), 0.05+0.2*rng.Float64(), 6*rng.Float64()
+	}
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			for c := 0; c < 3; c++ {
+				v := 0.5 + 0.35*math.Sin(fx[c]*float64(x)+fy[c]*float64(y)+ph[c]) + 0.1*rng.NormFloat64()
+				img[(y*w+x)*3+c] = float32(min(max(v, 0), 1))
+			}
+		}
+	}
+	return img
+}
