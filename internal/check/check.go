@@ -2,7 +2,8 @@
 // checks share: relative errors between an analytic gradient and its central
 // finite-difference estimate, and between two engines' outputs.
 //
-// It has no knowledge of splats; it compares float64 vectors.
+// It has no knowledge of splats; it compares float32 or float64 vectors in
+// float64.
 package check
 
 import (
@@ -10,13 +11,20 @@ import (
 	"math"
 )
 
-// RelErr is ‖a − b‖/‖b‖ (or ‖a − b‖ when b is zero).
-func RelErr(a, b []float64) float64 {
+// Float is the element type the comparisons accept; they compute in float64.
+type Float interface{ ~float32 | ~float64 }
+
+// RelErr is ‖a − b‖/‖b‖ (or ‖a − b‖ when b is zero); a NaN anywhere gives
+// +Inf, so that a comparison against any tolerance fails and prints plainly.
+func RelErr[F Float](a, b []F) float64 {
 	var num, den float64
 	for i := range a {
-		d := a[i] - b[i]
-		num += d * d
-		den += b[i] * b[i]
+		x, y := float64(a[i]), float64(b[i])
+		if math.IsNaN(x) || math.IsNaN(y) {
+			return math.Inf(1)
+		}
+		num += (x - y) * (x - y)
+		den += y * y
 	}
 	if den == 0 {
 		return math.Sqrt(num)
@@ -25,12 +33,13 @@ func RelErr(a, b []float64) float64 {
 }
 
 // Cosine is the cosine similarity of a and b (1 when both are zero).
-func Cosine(a, b []float64) float64 {
+func Cosine[F Float](a, b []F) float64 {
 	var ab, aa, bb float64
 	for i := range a {
-		ab += a[i] * b[i]
-		aa += a[i] * a[i]
-		bb += b[i] * b[i]
+		x, y := float64(a[i]), float64(b[i])
+		ab += x * y
+		aa += x * x
+		bb += y * y
 	}
 	if aa == 0 && bb == 0 {
 		return 1
@@ -41,11 +50,15 @@ func Cosine(a, b []float64) float64 {
 	return ab / math.Sqrt(aa*bb)
 }
 
-// MaxAbs is the largest |a_i − b_i|.
-func MaxAbs(a, b []float64) float64 {
+// MaxAbs is the largest |a_i − b_i|; a NaN anywhere gives +Inf, like RelErr.
+func MaxAbs[F Float](a, b []F) float64 {
 	m := 0.0
 	for i := range a {
-		m = math.Max(m, math.Abs(a[i]-b[i]))
+		d := math.Abs(float64(a[i]) - float64(b[i]))
+		if math.IsNaN(d) {
+			return math.Inf(1)
+		}
+		m = max(m, d)
 	}
 	return m
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/rlxsplat/rlxsplat/internal/adam"
+	"github.com/rlxsplat/rlxsplat/internal/check"
 	"github.com/rlxsplat/rlxsplat/internal/engine"
 	"github.com/rlxsplat/rlxsplat/internal/engine/cpu"
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
@@ -77,14 +78,14 @@ func download[T gpu.Elem](r *rows, b gpu.Buffer, off, n int) []T {
 
 // near adds a row comparing got with want by relative L2 error against tol.
 func (r *rows) near(name string, got, want []float32, tol float64, note string) {
-	rel := relL2(got, want)
-	r.out = append(r.out, CompareRow{Name: name, MaxAbs: maxAbs(got, want), RelErr: rel, Cosine: math.NaN(), Tol: tol, Pass: rel <= tol, Note: note})
+	rel := check.RelErr(got, want)
+	r.out = append(r.out, CompareRow{Name: name, MaxAbs: check.MaxAbs(got, want), RelErr: rel, Cosine: math.NaN(), Tol: tol, Pass: rel <= tol, Note: note})
 }
 
 // grad adds a gradient row: relative L2 error and cosine, both against the tolerances.
 func (r *rows) grad(name string, got, want []float32) {
-	rel, c := relL2(got, want), cosine(got, want)
-	r.out = append(r.out, CompareRow{Name: name, MaxAbs: maxAbs(got, want), RelErr: rel, Cosine: c, Tol: TolGrad,
+	rel, c := check.RelErr(got, want), check.Cosine(got, want)
+	r.out = append(r.out, CompareRow{Name: name, MaxAbs: check.MaxAbs(got, want), RelErr: rel, Cosine: c, Tol: TolGrad,
 		Pass: rel <= TolGrad && c >= TolCosine})
 }
 
@@ -266,7 +267,7 @@ func compare(dev gpu.Device, set engine.Settings, g *splat.Gaussians, v *engine.
 	d := countDiff(pack(fAfter), pack(want))
 	r.count("params after adam", d, n*paramFloats, fmt.Sprintf("%d of %d values differ from the CPU optimizer on the device's gradients", d, n*paramFloats))
 	a, b := pack(fAfter), pack(cAfter)
-	r.out = append(r.out, CompareRow{Name: "params vs cpu step", MaxAbs: maxAbs(a, b), RelErr: relL2(a, b), Cosine: math.NaN(),
+	r.out = append(r.out, CompareRow{Name: "params vs cpu step", MaxAbs: check.MaxAbs(a, b), RelErr: check.RelErr(a, b), Cosine: math.NaN(),
 		Tol: math.Inf(1), Pass: true, Note: "reported only: Adam moves noise-level gradients by ±lr"})
 	r.count("non-finite count", boolInt(gres.NonFinite != cres.NonFinite), 1, fmt.Sprintf("%d, cpu %d", gres.NonFinite, cres.NonFinite))
 
@@ -310,23 +311,7 @@ func (r *rows) edit(ce *cpu.Engine, n int) error {
 	if err := r.e.SetState(st); err != nil {
 		return fmt.Errorf("fused: compare: set state: %w", err)
 	}
-	rng := rand.New(rand.NewPCG(0xed17, uint64(n)))
-	var ed engine.Edit
-	ed.Remove = make([]bool, n)
-	for i := 0; i < n; i++ {
-		switch rng.IntN(10) {
-		case 0:
-			ed.Remove[i] = true
-		case 1:
-			ed.Clone = append(ed.Clone, int32(i))
-		case 2:
-			ed.Split = append(ed.Split, int32(i))
-		}
-	}
-	ed.SplitN, ed.SplitScaleDiv = 2, 1.6
-	for range len(ed.Split) * ed.SplitN * 3 {
-		ed.SplitSamples = append(ed.SplitSamples, float32(rng.NormFloat64()))
-	}
+	ed := RandomEdit(rand.New(rand.NewPCG(0xed17, uint64(n))), n)
 	if err := ce.Apply(ed); err != nil {
 		return fmt.Errorf("fused: compare: cpu edit: %w", err)
 	}
@@ -543,50 +528,6 @@ func groups(a, b *splat.Gaussians) []groupPair {
 		{"opacity_logits", a.OpacityLogits, b.OpacityLogits},
 		{"sh_dc", dc(a, false), dc(b, false)}, {"sh_rest", dc(a, true), dc(b, true)},
 	}
-}
-
-// relL2 is ‖a − b‖ / ‖b‖ in float64 (‖a − b‖ when b is zero); NaN anywhere gives +Inf.
-func relL2(a, b []float32) float64 {
-	var d, n float64
-	for i := range b {
-		x, y := float64(a[i]), float64(b[i])
-		if math.IsNaN(x) || math.IsNaN(y) {
-			return math.Inf(1)
-		}
-		d += (x - y) * (x - y)
-		n += y * y
-	}
-	if n == 0 {
-		return math.Sqrt(d)
-	}
-	return math.Sqrt(d / n)
-}
-
-// cosine of the angle between a and b (1 for two zero vectors).
-func cosine(a, b []float32) float64 {
-	var ab, aa, bb float64
-	for i := range b {
-		ab += float64(a[i]) * float64(b[i])
-		aa += float64(a[i]) * float64(a[i])
-		bb += float64(b[i]) * float64(b[i])
-	}
-	if aa == 0 && bb == 0 {
-		return 1
-	}
-	return ab / math.Sqrt(aa*bb)
-}
-
-// maxAbs is the largest |a − b|; NaN anywhere gives +Inf, like relL2.
-func maxAbs(a, b []float32) float64 {
-	m := 0.0
-	for i := range b {
-		d := math.Abs(float64(a[i]) - float64(b[i]))
-		if math.IsNaN(d) {
-			return math.Inf(1)
-		}
-		m = max(m, d)
-	}
-	return m
 }
 
 func countDiff(a, b []float32) int {

@@ -120,22 +120,7 @@ func TestEditsAndState(t *testing.T) {
 	}
 	sameState(t, "state round trip", fe, ce)
 
-	var ed engine.Edit
-	ed.Remove = make([]bool, n)
-	for i := 0; i < n; i++ {
-		switch rng.IntN(10) {
-		case 0:
-			ed.Remove[i] = true
-		case 1:
-			ed.Clone = append(ed.Clone, int32(i))
-		case 2:
-			ed.Split = append(ed.Split, int32(i))
-		}
-	}
-	ed.SplitN, ed.SplitScaleDiv = 2, 1.6
-	for range len(ed.Split) * ed.SplitN * 3 {
-		ed.SplitSamples = append(ed.SplitSamples, float32(rng.NormFloat64()))
-	}
+	ed := RandomEdit(rng, n)
 	if err := ce.Apply(ed); err != nil {
 		t.Fatal(err)
 	}

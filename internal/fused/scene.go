@@ -101,3 +101,25 @@ func randomImage(rng *rand.Rand, w, h int) []float32 {
 	}
 	return img
 }
+
+// RandomEdit draws a densification edit of n splats: each splat is removed, cloned or split in
+// two with probability 1/10 each; split samples are standard normal.
+func RandomEdit(rng *rand.Rand, n int) engine.Edit {
+	var ed engine.Edit
+	ed.Remove = make([]bool, n)
+	for i := 0; i < n; i++ {
+		switch rng.IntN(10) {
+		case 0:
+			ed.Remove[i] = true
+		case 1:
+			ed.Clone = append(ed.Clone, int32(i))
+		case 2:
+			ed.Split = append(ed.Split, int32(i))
+		}
+	}
+	ed.SplitN, ed.SplitScaleDiv = 2, 1.6
+	for range len(ed.Split) * ed.SplitN * 3 {
+		ed.SplitSamples = append(ed.SplitSamples, float32(rng.NormFloat64()))
+	}
+	return ed
+}
