@@ -216,7 +216,28 @@ func (t *Trainer) Run(ctx context.Context, emit func(Event)) error {
 		}
 		s := t.step + 1
 		stepStart := time.Now()
-		res, densified, err := t.trainStep(s)
+		res, err := t.engineStep(s)
+		if err != nil {
+			return err
+		}
+		// Previews and evaluation see the step's result before its densification and
+		// opacity reset, as the original's training report does: an evaluation right after
+		// a reset would measure the reset, not the training.
+		if o.PreviewEvery > 0 && s%o.PreviewEvery == 0 {
+			at := time.Now()
+			if err := t.preview(s); err != nil {
+				return err
+			}
+			t.phases.Preview += time.Since(at)
+		}
+		if slices.Contains(o.EvalSteps, s) || s == o.Iterations {
+			at := time.Now()
+			if err := t.evaluate(s); err != nil {
+				return err
+			}
+			t.phases.Eval += time.Since(at)
+		}
+		densified, err := t.densifyStep(s)
 		if err != nil {
 			return err
 		}
@@ -235,20 +256,6 @@ func (t *Trainer) Run(ctx context.Context, emit func(Event)) error {
 			StepsPerSec: window.rate(), ElapsedSec: time.Since(start).Seconds(), SHDegree: t.shDegree(s),
 			Densified: densified, StageMillis: stageMillis(res.Timings)})
 
-		if o.PreviewEvery > 0 && s%o.PreviewEvery == 0 {
-			at := time.Now()
-			if err := t.preview(s); err != nil {
-				return err
-			}
-			t.phases.Preview += time.Since(at)
-		}
-		if slices.Contains(o.EvalSteps, s) || s == o.Iterations {
-			at := time.Now()
-			if err := t.evaluate(s); err != nil {
-				return err
-			}
-			t.phases.Eval += time.Since(at)
-		}
 		if (o.CheckpointEvery > 0 && s%o.CheckpointEvery == 0) || s == o.Iterations {
 			at := time.Now()
 			if _, err := t.checkpoint(); err != nil {
@@ -260,8 +267,8 @@ func (t *Trainer) Run(ctx context.Context, emit func(Event)) error {
 	return t.finish()
 }
 
-// trainStep runs step s (1-based): one engine step, then densification.
-func (t *Trainer) trainStep(s int) (engine.StepResult, bool, error) {
+// engineStep runs the engine's training step s (1-based) on the next view.
+func (t *Trainer) engineStep(s int) (engine.StepResult, error) {
 	o := &t.opt
 	vi := t.nextView()
 	view := t.ds.Train[vi]
@@ -272,6 +279,7 @@ func (t *Trainer) trainStep(s int) (engine.StepResult, bool, error) {
 	target := t.target(&view, bg)
 	d := &o.Densify
 	at := time.Now()
+	defer func() { t.phases.Steps += time.Since(at) }()
 	res, err := t.eng.Step(&engine.View{Index: vi, Camera: view.Camera, Target: target}, engine.StepOptions{
 		SHDegree:        t.shDegree(s),
 		LR:              t.lr(s),
@@ -279,33 +287,40 @@ func (t *Trainer) trainStep(s int) (engine.StepResult, bool, error) {
 		AccumulateStats: d.Enabled && s < d.Until,
 	})
 	if err != nil {
-		return res, false, fmt.Errorf("train: step %d (view %s): %w", s, view.Name, err)
+		return res, fmt.Errorf("train: step %d (view %s): %w", s, view.Name, err)
 	}
 	if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
-		return res, false, fmt.Errorf("train: step %d (view %s): the loss is %v", s, view.Name, res.Loss)
+		return res, fmt.Errorf("train: step %d (view %s): the loss is %v", s, view.Name, res.Loss)
 	}
-	t.phases.Steps += time.Since(at)
-	at = time.Now()
+	return res, nil
+}
+
+// densifyStep applies the densification and opacity reset due after step s; it reports
+// whether the Gaussians were densified.
+func (t *Trainer) densifyStep(s int) (bool, error) {
+	o := &t.opt
+	d := &o.Densify
+	at := time.Now()
 	defer func() { t.phases.Densify += time.Since(at) }()
 	densified := false
 	if d.Enabled && s < d.Until {
 		if s > d.From && s%d.Every == 0 {
 			if err := t.densify(s); err != nil {
-				return res, false, err
+				return false, err
 			}
 			densified = true
 		}
 		white := o.Background == [3]float32{1, 1, 1} && !o.RandomBackground
 		if (d.ResetEvery > 0 && s%d.ResetEvery == 0) || (white && s == d.From) {
 			if err := t.eng.ResetOpacity(0.01); err != nil {
-				return res, false, fmt.Errorf("train: step %d: opacity reset: %w", s, err)
+				return false, fmt.Errorf("train: step %d: opacity reset: %w", s, err)
 			}
 		}
 	}
 	if t.eng.Len() == 0 {
-		return res, false, fmt.Errorf("train: step %d: every Gaussian was pruned", s)
+		return false, fmt.Errorf("train: step %d: every Gaussian was pruned", s)
 	}
-	return res, densified, nil
+	return densified, nil
 }
 
 // target is the view's photo over background bg. The dataset composited

@@ -201,3 +201,31 @@ func TestDemoTrainingImproves(t *testing.T) {
 		t.Fatalf("test PSNR %.2f → %.2f dB", evals[0].PSNR, evals[1].PSNR)
 	}
 }
+
+// An evaluation due at an opacity-reset step sees the step's result before the reset (as the
+// original's training report does), not the reset's near-transparent splats.
+func TestEvaluationPrecedesOpacityReset(t *testing.T) {
+	ds := smallDemo(t)
+	opt := testOptions(t.TempDir())
+	opt.Iterations, opt.EvalSteps = 40, nil
+	opt.Densify.ResetEvery, opt.Densify.Until = 40, 50
+	tr := newTrainer(t, ds, opt)
+	var evals []Evaluated
+	if err := tr.Run(context.Background(), func(e Event) {
+		if ev, ok := e.(Evaluated); ok {
+			evals = append(evals, ev)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The same evaluation of the state the run ended in: after the reset.
+	if err := tr.evaluate(opt.Iterations); err != nil {
+		t.Fatal(err)
+	}
+	if len(evals) != 2 {
+		t.Fatalf("%d evaluations, want 2", len(evals))
+	}
+	if !(evals[0].PSNR > evals[1].PSNR+1) {
+		t.Fatalf("evaluation at the reset step: %.2f dB, after the reset %.2f dB; want the first clearly higher", evals[0].PSNR, evals[1].PSNR)
+	}
+}
