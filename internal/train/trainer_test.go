@@ -186,14 +186,7 @@ func TestDemoTrainingImproves(t *testing.T) {
 	opt.Iterations = 150
 	opt.EvalSteps = []int{1}
 	tr := newTrainer(t, ds, opt)
-	var evals []Evaluated
-	if err := tr.Run(context.Background(), func(e Event) {
-		if ev, ok := e.(Evaluated); ok {
-			evals = append(evals, ev)
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
+	evals := *runEvals(t, tr)
 	if len(evals) != 2 {
 		t.Fatalf("%d evaluations, want 2", len(evals))
 	}
@@ -210,22 +203,31 @@ func TestEvaluationPrecedesOpacityReset(t *testing.T) {
 	opt.Iterations, opt.EvalSteps = 40, nil
 	opt.Densify.ResetEvery, opt.Densify.Until = 40, 50
 	tr := newTrainer(t, ds, opt)
-	var evals []Evaluated
-	if err := tr.Run(context.Background(), func(e Event) {
-		if ev, ok := e.(Evaluated); ok {
-			evals = append(evals, ev)
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
+	got := runEvals(t, tr)
 	// The same evaluation of the state the run ended in: after the reset.
 	if err := tr.evaluate(opt.Iterations); err != nil {
 		t.Fatal(err)
 	}
+	evals := *got
 	if len(evals) != 2 {
 		t.Fatalf("%d evaluations, want 2", len(evals))
 	}
 	if !(evals[0].PSNR > evals[1].PSNR+1) {
 		t.Fatalf("evaluation at the reset step: %.2f dB, after the reset %.2f dB; want the first clearly higher", evals[0].PSNR, evals[1].PSNR)
 	}
+}
+
+// runEvals runs tr to the end and returns where its evaluations are collected; evaluations
+// made after Run returns are appended there too (the trainer keeps its event sink).
+func runEvals(t *testing.T, tr *Trainer) *[]Evaluated {
+	t.Helper()
+	evals := new([]Evaluated)
+	if err := tr.Run(context.Background(), func(e Event) {
+		if ev, ok := e.(Evaluated); ok {
+			*evals = append(*evals, ev)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return evals
 }
