@@ -88,3 +88,27 @@ func RotationFromQuat(w, x, y, z float64) [3][3]float64 {
 		{2 * (x*z - w*y), 2 * (y*z + w*x), 1 - 2*(x*x+y*y)},
 	}
 }
+
+// LookAt returns the world-to-camera rotation and translation of a camera at eye looking at
+// target, with down the world direction that should appear downwards in the image (COLMAP
+// axes: x right, y down, z forward). down must not be parallel to the view direction.
+func LookAt(eye, target, down [3]float64) (R [3][3]float64, T [3]float64) {
+	fwd := unit3(sub3(target, eye))
+	right := unit3(cross3(down, fwd))
+	R = [3][3]float64{right, cross3(fwd, right), fwd}
+	for i := 0; i < 3; i++ {
+		T[i] = -(R[i][0]*eye[0] + R[i][1]*eye[1] + R[i][2]*eye[2])
+	}
+	return R, T
+}
+
+func sub3(a, b [3]float64) [3]float64 { return [3]float64{a[0] - b[0], a[1] - b[1], a[2] - b[2]} }
+
+func cross3(a, b [3]float64) [3]float64 {
+	return [3]float64{a[1]*b[2] - a[2]*b[1], a[2]*b[0] - a[0]*b[2], a[0]*b[1] - a[1]*b[0]}
+}
+
+func unit3(a [3]float64) [3]float64 {
+	n := math.Sqrt(a[0]*a[0] + a[1]*a[1] + a[2]*a[2])
+	return [3]float64{a[0] / n, a[1] / n, a[2] / n}
+}

@@ -183,3 +183,32 @@ func TestPixelRayFails(t *testing.T) {
 		t.Errorf("invalid distortion: PixelRay = %v, ok", dir)
 	}
 }
+
+// LookAt gives an orthonormal rotation that puts the target on the optical axis in front of
+// the camera and the down direction downwards in the image.
+func TestLookAt(t *testing.T) {
+	for _, tc := range []struct{ eye, target, down [3]float64 }{
+		{[3]float64{0, 0, -3}, [3]float64{}, [3]float64{0, 1, 0}},
+		{[3]float64{4.5, -1.6, 2}, [3]float64{0, 0.4, 0}, [3]float64{0, 1, 0}},
+		{[3]float64{0, -5, 0.1}, [3]float64{}, [3]float64{1, 0, 0}},
+	} {
+		R, T := camera.LookAt(tc.eye, tc.target, tc.down)
+		for i := 0; i < 3; i++ {
+			for j := 0; j < 3; j++ {
+				d := R[i][0]*R[j][0] + R[i][1]*R[j][1] + R[i][2]*R[j][2]
+				if want := map[bool]float64{true: 1, false: 0}[i == j]; math.Abs(d-want) > 1e-12 {
+					t.Errorf("%v: row %d · row %d = %g, want %g", tc, i, j, d, want)
+				}
+			}
+		}
+		cam := camera.Camera{R: R, T: T}
+		p := cam.ToCamera(tc.target)
+		if math.Abs(p[0]) > 1e-12 || math.Abs(p[1]) > 1e-12 || !(p[2] > 0) {
+			t.Errorf("%v: target at %v in camera space, want on the +z axis", tc, p)
+		}
+		below := cam.ToCamera([3]float64{tc.target[0] + tc.down[0], tc.target[1] + tc.down[1], tc.target[2] + tc.down[2]})
+		if !(below[1] > 0) {
+			t.Errorf("%v: the down direction maps to y = %g, want > 0", tc, below[1])
+		}
+	}
+}

@@ -92,15 +92,7 @@ func Truth(seed uint64) *splat.Gaussians {
 func ringCamera(theta float64, w, h int) camera.Camera {
 	eye := [3]float64{4.5 * math.Sin(theta), -1.6, -4.5 * math.Cos(theta)}
 	target := [3]float64{0, 0.4, 0}
-	fwd := normalize(sub(target, eye))
-	down := [3]float64{0, 1, 0}
-	right := normalize(cross(down, fwd))
-	down = cross(fwd, right)
-	r := [3][3]float64{right, down, fwd}
-	var t [3]float64
-	for i := 0; i < 3; i++ {
-		t[i] = -(r[i][0]*eye[0] + r[i][1]*eye[1] + r[i][2]*eye[2])
-	}
+	r, t := camera.LookAt(eye, target, [3]float64{0, 1, 0})
 	f := 0.9 * float64(w)
 	return camera.Camera{Width: w, Height: h, Fx: f, Fy: f, Cx: float64(w) / 2, Cy: float64(h) / 2, R: r, T: t}
 }
@@ -162,12 +154,4 @@ func extent(c [][3]float64) float64 {
 	return 1.1 * d
 }
 
-func sq(x float64) float64           { return x * x }
-func sub(a, b [3]float64) [3]float64 { return [3]float64{a[0] - b[0], a[1] - b[1], a[2] - b[2]} }
-func cross(a, b [3]float64) [3]float64 {
-	return [3]float64{a[1]*b[2] - a[2]*b[1], a[2]*b[0] - a[0]*b[2], a[0]*b[1] - a[1]*b[0]}
-}
-func normalize(a [3]float64) [3]float64 {
-	n := math.Sqrt(a[0]*a[0] + a[1]*a[1] + a[2]*a[2])
-	return [3]float64{a[0] / n, a[1] / n, a[2] / n}
-}
+func sq(x float64) float64 { return x * x }

@@ -28,25 +28,9 @@ const (
 
 // lookAt returns a pinhole camera at eye looking at the origin, y down (COLMAP axes).
 func lookAt(eye [3]float64, w, h int) camera.Camera {
-	f := norm3([3]float64{-eye[0], -eye[1], -eye[2]})
-	r := norm3(cross3([3]float64{0, 1, 0}, f))
-	d := cross3(f, r)
-	R := [3][3]float64{r, d, f}
-	var t [3]float64
-	for i := 0; i < 3; i++ {
-		t[i] = -(R[i][0]*eye[0] + R[i][1]*eye[1] + R[i][2]*eye[2])
-	}
+	R, t := camera.LookAt(eye, [3]float64{}, [3]float64{0, 1, 0})
 	return camera.Camera{Width: w, Height: h, Fx: 0.9 * float64(w), Fy: 0.95 * float64(w),
 		Cx: 0.52 * float64(w), Cy: 0.47 * float64(h), R: R, T: t}
-}
-
-func cross3(a, b [3]float64) [3]float64 {
-	return [3]float64{a[1]*b[2] - a[2]*b[1], a[2]*b[0] - a[0]*b[2], a[0]*b[1] - a[1]*b[0]}
-}
-
-func norm3(a [3]float64) [3]float64 {
-	n := math.Sqrt(a[0]*a[0] + a[1]*a[1] + a[2]*a[2])
-	return [3]float64{a[0] / n, a[1] / n, a[2] / n}
 }
 
 // randomScene makes n splats in a ball of radius about 1 around the origin with scales around

@@ -15,25 +15,8 @@ const testSeed = 42
 
 // lookAt returns a camera at eye looking at the origin (y down).
 func lookAt(eye [3]float64, w, h int) camera.Camera {
-	f := normalize([3]float64{-eye[0], -eye[1], -eye[2]})
-	down := [3]float64{0, 1, 0}
-	r := normalize(cross(down, f))
-	d := cross(f, r)
-	R := [3][3]float64{r, d, f}
-	var t [3]float64
-	for i := 0; i < 3; i++ {
-		t[i] = -(R[i][0]*eye[0] + R[i][1]*eye[1] + R[i][2]*eye[2])
-	}
+	R, t := camera.LookAt(eye, [3]float64{}, [3]float64{0, 1, 0})
 	return camera.Camera{Width: w, Height: h, Fx: float64(w), Fy: float64(w), Cx: float64(w) / 2, Cy: float64(h) / 2, R: R, T: t}
-}
-
-func cross(a, b [3]float64) [3]float64 {
-	return [3]float64{a[1]*b[2] - a[2]*b[1], a[2]*b[0] - a[0]*b[2], a[0]*b[1] - a[1]*b[0]}
-}
-
-func normalize(a [3]float64) [3]float64 {
-	n := math.Sqrt(a[0]*a[0] + a[1]*a[1] + a[2]*a[2])
-	return [3]float64{a[0] / n, a[1] / n, a[2] / n}
 }
 
 // randomGaussians makes n splats in a unit ball with small scales.

@@ -250,17 +250,10 @@ func TestInriaPLYRendersLikeInria(t *testing.T) {
 // aim places a camera at eye looking at target, with the principal point on
 // the central pixel's centre so that the target projects exactly there.
 func aim(eye, target [3]float64, w, h int) camera.Camera {
-	f := normalize([3]float64{target[0] - eye[0], target[1] - eye[1], target[2] - eye[2]})
 	down := [3]float64{0, 1, 0}
-	if math.Abs(f[1]) > 0.9 {
-		down = [3]float64{1, 0, 0}
+	if d := [3]float64{target[0] - eye[0], target[1] - eye[1], target[2] - eye[2]}; math.Abs(d[1]) > 0.9*math.Sqrt(d[0]*d[0]+d[1]*d[1]+d[2]*d[2]) {
+		down = [3]float64{1, 0, 0} // looking nearly straight up or down
 	}
-	r := normalize(cross(down, f))
-	d := cross(f, r)
-	R := [3][3]float64{r, d, f}
-	var t [3]float64
-	for i := 0; i < 3; i++ {
-		t[i] = -(R[i][0]*eye[0] + R[i][1]*eye[1] + R[i][2]*eye[2])
-	}
+	R, t := camera.LookAt(eye, target, down)
 	return camera.Camera{Width: w, Height: h, Fx: float64(w), Fy: float64(w), Cx: float64(w/2) + 0.5, Cy: float64(h/2) + 0.5, R: R, T: t}
 }
