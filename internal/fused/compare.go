@@ -11,6 +11,7 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/engine"
 	"github.com/rlxsplat/rlxsplat/internal/engine/cpu"
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
+	"github.com/rlxsplat/rlxsplat/internal/loss"
 	"github.com/rlxsplat/rlxsplat/internal/prep"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
@@ -206,7 +207,18 @@ func compare(dev gpu.Device, set engine.Settings, g *splat.Gaussians, v *engine.
 		r.out = append(r.out, CompareRow{Name: x.name, MaxAbs: d, RelErr: rel, Cosine: math.NaN(), Tol: TolExact, Pass: pass,
 			Note: fmt.Sprintf("%.9g, cpu %.9g", x.got, x.want)})
 	}
-	r.near("d image", r.f32(fe.dImage, 0, npx*3), pipe.DImage, TolImage, "")
+	// The pixel gradient twice. First the loss kernel alone: the CPU loss on the
+	// GPU's own image must give the GPU's gradient to image tolerance. Then the
+	// pipeline's: the CPU pipeline's gradient comes from the CPU's image, and the
+	// loss (SSIM most of all) amplifies the images' float32 rounding differences,
+	// so it is checked as the gradient it is, at the gradient tolerances.
+	gotDImage := r.f32(fe.dImage, 0, npx*3)
+	if own, err := lossOn(set, cam.Width, cam.Height, gres.Image, v.Target); err != nil {
+		return nil, fmt.Errorf("fused: compare: cpu loss on the gpu image: %w", err)
+	} else {
+		r.near("d image (loss kernel)", gotDImage, own, TolImage, "cpu loss on the gpu's image")
+	}
+	r.grad("d image", gotDImage, pipe.DImage)
 
 	// Gradients of the prepared data, then of every parameter group.
 	type pgField struct {
@@ -555,4 +567,17 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// lossOn is the CPU engine's loss gradient for img against target, in float32.
+func lossOn(set engine.Settings, w, h int, img, target []float32) ([]float32, error) {
+	ev, err := loss.NewEvaluatorOf[float32](w, h, max(set.Workers, 1))
+	if err != nil {
+		return nil, err
+	}
+	grad := make([]float32, w*h*3)
+	if _, err := ev.Loss(set.Loss, set.SSIMLambda, img, target, grad); err != nil {
+		return nil, err
+	}
+	return grad, nil
 }
