@@ -2,7 +2,6 @@ package config
 
 import (
 	"errors"
-	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,6 +12,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/rlxsplat/rlxsplat/configs"
+	"github.com/rlxsplat/rlxsplat/internal/gpu"
+	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 )
 
 // repoRoot walks up from the package directory to the one holding go.mod.
@@ -207,7 +208,8 @@ func TestPrecedence(t *testing.T) {
 		},
 		{
 			name: "unrelated and reserved variables are ignored",
-			env:  []string{"PATH=/bin", "RLXSPLAT_GPU_DEBUG=1", "=C:=C:\\", "NOEQUALS", "RLX_OTHER=1"},
+			env: []string{"PATH=/bin", "=C:=C:\\", "NOEQUALS", "RLX_OTHER=1",
+				gpu.EnvDebug + "=1", gpu.EnvNoNVRTC + "=1", gpu.EnvKernelCache + "=off", "RLXSPLAT_FUSED_EMU=1"},
 			want: map[string]string{"train.iterations": "30000", "raster.bin_mode": "gpu-conic"},
 		},
 		{

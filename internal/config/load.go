@@ -34,6 +34,17 @@ const EnvForceGPUConic = "RLX_FUSED_GPU_CONIC_SCANLINE"
 // reported as unknown keys.
 const reservedEnvSection = EnvPrefix + "GPU_"
 
+// deviceSwitch reports whether name is one of the device layer's variables
+// outside RLXSPLAT_GPU_: they are read by internal/gpu (and the GPU tests),
+// not by Load, and must not stop a command as unknown keys.
+func deviceSwitch(name string) bool {
+	switch name {
+	case EnvPrefix + "NO_NVRTC", EnvPrefix + "KERNEL_CACHE", EnvPrefix + "FUSED_EMU":
+		return true
+	}
+	return strings.HasPrefix(name, reservedEnvSection)
+}
+
 // Input is everything Load reads. Nothing comes from the process itself, so
 // tests can build any situation.
 type Input struct {
@@ -370,7 +381,7 @@ func (l *loader) env(env []string) {
 			forced = true
 			continue
 		}
-		if !strings.HasPrefix(name, EnvPrefix) || strings.HasPrefix(name, reservedEnvSection) {
+		if !strings.HasPrefix(name, EnvPrefix) || deviceSwitch(name) {
 			continue
 		}
 		src := Source{Layer: LayerEnv, Name: name}
