@@ -109,8 +109,9 @@ func TestOptionsFromEnv(t *testing.T) {
 		wantErr string
 	}{
 		{"empty", nil, Options{}, ""},
-		{"all set", map[string]string{EnvNoNVRTC: "1", EnvDebug: "TRUE", EnvKernelCache: "/tmp/k"},
-			Options{NoCompiler: true, Debug: true, CacheDir: "/tmp/k"}, ""},
+		{"all set", map[string]string{EnvNoNVRTC: "1", EnvDebug: "TRUE", EnvKernelCache: "/tmp/k", EnvNoSpin: "on"},
+			Options{NoCompiler: true, Debug: true, CacheDir: "/tmp/k", NoSpin: true}, ""},
+		{"bad spin", map[string]string{EnvNoSpin: "2"}, Options{}, "RLXSPLAT_GPU_NOSPIN=\"2\""},
 		{"off words", map[string]string{EnvNoNVRTC: "no", EnvDebug: " off "}, Options{}, ""},
 		{"bad bool", map[string]string{EnvDebug: "maybe"}, Options{}, "RLXSPLAT_GPU_DEBUG=\"maybe\""},
 	}
@@ -126,7 +127,7 @@ func TestOptionsFromEnv(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.NoCompiler != tc.want.NoCompiler || got.Debug != tc.want.Debug || got.CacheDir != tc.want.CacheDir {
+			if got != (Options{NoCompiler: tc.want.NoCompiler, Debug: tc.want.Debug, CacheDir: tc.want.CacheDir, NoSpin: tc.want.NoSpin}) {
 				t.Fatalf("got %+v, want %+v", got, tc.want)
 			}
 		})

@@ -50,7 +50,7 @@ func Open(opts driver.Options) (*Device, error) {
 	if err := bind(lib, used, d.api.symbols()); err != nil {
 		return nil, fmt.Errorf("%w: %w", driver.ErrNoDriver, err)
 	}
-	d.th, err = newOwnerThread(d.setup)
+	d.th, err = newOwnerThread(d.setup, !opts.NoSpin)
 	if err != nil {
 		return nil, err
 	}

@@ -2,9 +2,11 @@ package cuda
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rlxsplat/rlxsplat/internal/gpu/driver"
 )
@@ -12,8 +14,14 @@ import (
 // TestOwnerThreadSingleOSThread checks that concurrent callers all run on one OS thread (the
 // property CUDA contexts need) and that calls do not interleave.
 func TestOwnerThreadSingleOSThread(t *testing.T) {
+	for _, spin := range []time.Duration{0, spinFor} {
+		t.Run(fmt.Sprintf("spin=%v", spin), func(t *testing.T) { testOwnerThread(t, spin) })
+	}
+}
+
+func testOwnerThread(t *testing.T, spin time.Duration) {
 	var setupTID int
-	th, err := newOwnerThread(func() error { setupTID = syscall.Gettid(); return nil })
+	th, err := startOwnerThread(func() error { setupTID = syscall.Gettid(); return nil }, spin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +69,27 @@ func TestOwnerThreadSingleOSThread(t *testing.T) {
 
 func TestOwnerThreadSetupError(t *testing.T) {
 	boom := errors.New("cuCtxSetCurrent failed")
-	if _, err := newOwnerThread(func() error { return boom }); !errors.Is(err, boom) {
+	if _, err := newOwnerThread(func() error { return boom }, true); !errors.Is(err, boom) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// BenchmarkOwnerThreadCall is the cost of one hop to the owner thread and back, the host
+// overhead every driver call pays; run it on the GPU machine, where the spin is on.
+func BenchmarkOwnerThreadCall(b *testing.B) {
+	for _, spin := range []time.Duration{0, spinFor} {
+		b.Run(fmt.Sprintf("spin=%v", spin), func(b *testing.B) {
+			th, err := startOwnerThread(func() error { return nil }, spin)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer th.stop()
+			x := 0
+			for b.Loop() {
+				if err := th.Call(func() { x++ }); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -137,6 +137,9 @@ type Options struct {
 	// Debug synchronises and checks after every launch so that an asynchronous fault is
 	// reported against the kernel that caused it (RLXSPLAT_GPU_DEBUG=1). Slow.
 	Debug bool
+	// NoSpin makes the CUDA backend park its owner thread between calls at once instead of
+	// spinning briefly (RLXSPLAT_GPU_NOSPIN=1): less CPU on a crowded host, more latency per call.
+	NoSpin bool
 	// PTX holds prebuilt PTX files (NAME.ptx for source NAME.cu, with a header written by
 	// internal/gpu/cmd/genptx) used when no compiler is available. May be nil.
 	PTX fs.FS
