@@ -4,13 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/rlxsplat/rlxsplat/internal/config"
+	"github.com/rlxsplat/rlxsplat/internal/io/ply"
+	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 )
 
 // testStreams returns in-memory streams with an empty environment.
@@ -224,5 +225,42 @@ func TestBenchRooflineCPU(t *testing.T) {
 		if _, ok := r[k]; ok {
 			t.Errorf("CPU engine's JSON has %q", k)
 		}
+	}
+}
+
+// TestBenchFromPLY checks that --ply replaces the initialisation: the bench runs on the
+// scene a short training run wrote, with its Gaussian count, and a broken file is an error
+// that names it.
+func TestBenchFromPLY(t *testing.T) {
+	dir := t.TempDir()
+	s, _, errb := testStreams()
+	if code := run([]string{"train", "--iterations", "2", "--threads", "1", "--device", "cpu", "--out", dir}, s); code != exitOK {
+		t.Fatalf("train: exit %d: %s", code, errb.String())
+	}
+	path := filepath.Join(dir, "point_cloud.ply")
+	g, _, err := ply.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, out, errb := testStreams()
+	if code := run([]string{"bench", "--ply", path, "--device", "cpu", "--steps", "1", "--warmup", "0", "--threads", "1", "--json"}, s); code != exitOK {
+		t.Fatalf("bench: exit %d: %s", code, errb.String())
+	}
+	var r struct {
+		Gaussians int `json:"gaussians"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("JSON output: %v\n%s", err, out.String())
+	}
+	if r.Gaussians != g.Len() {
+		t.Errorf("bench ran %d Gaussians, the PLY holds %d", r.Gaussians, g.Len())
+	}
+	bad := filepath.Join(dir, "bad.ply")
+	if err := os.WriteFile(bad, []byte("ply\nformat binary_little_endian 1.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, _, errb = testStreams()
+	if code := run([]string{"bench", "--ply", bad, "--device", "cpu", "--steps", "1"}, s); code == exitOK || !strings.Contains(errb.String(), "bad.ply") {
+		t.Errorf("broken PLY: exit %d, stderr %q", code, errb.String())
 	}
 }

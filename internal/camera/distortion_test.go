@@ -1,7 +1,6 @@
 package camera_test
 
 import (
-	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/rlxsplat/rlxsplat/internal/camera"
 	"github.com/rlxsplat/rlxsplat/internal/io/colmap"
+	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 )
 
 // realistic holds, for every COLMAP model, parameters of the size real

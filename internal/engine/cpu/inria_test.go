@@ -3,7 +3,6 @@ package cpu
 import (
 	"bytes"
 	"encoding/binary"
-	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 	"math"
 	"os"
 	"sort"
@@ -12,6 +11,7 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/camera"
 	"github.com/rlxsplat/rlxsplat/internal/engine"
 	"github.com/rlxsplat/rlxsplat/internal/io/ply"
+	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 )
 
 // sharedPath finds ../shared/rel beside the module root, or skips.

@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 	"math"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 )
 
 // findShared returns ../shared/<rel> next to the directory holding go.mod,

@@ -2,7 +2,6 @@ package dataset
 
 import (
 	"fmt"
-	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 	"image"
 	"image/color"
 	"image/png"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/rlxsplat/rlxsplat/internal/camera"
 	"github.com/rlxsplat/rlxsplat/internal/io/colmap"
+	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 )
 
 // sharedDir returns ../shared next to the module root (the directory

@@ -3,7 +3,6 @@ package imageio
 import (
 	"bytes"
 	"encoding/binary"
-	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 	"hash/crc32"
 	"image"
 	"image/color"
@@ -17,6 +16,8 @@ import (
 
 	"golang.org/x/image/bmp"
 	"golang.org/x/image/tiff"
+
+	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 )
 
 // sharedDir returns ../shared next to the module root (the directory

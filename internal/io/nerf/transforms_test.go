@@ -1,7 +1,6 @@
 package nerf
 
 import (
-	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 	"math"
 	"os"
 	"path/filepath"
@@ -9,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rlxsplat/rlxsplat/internal/camera"
+	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 )
 
 // sharedDir returns ../shared next to the module root (the directory

@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 	"io"
 	"math"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 )
 
 // sharedFile returns the path of a file under the shared data directory,
