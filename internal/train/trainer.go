@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/rlxsplat/rlxsplat/internal/io/atomicfile"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/rlxsplat/rlxsplat/internal/adam"
 	"github.com/rlxsplat/rlxsplat/internal/engine"
+	"github.com/rlxsplat/rlxsplat/internal/io/atomicfile"
 	"github.com/rlxsplat/rlxsplat/internal/io/dataset"
 	"github.com/rlxsplat/rlxsplat/internal/io/imageio"
 	"github.com/rlxsplat/rlxsplat/internal/io/ply"

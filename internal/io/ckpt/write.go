@@ -4,12 +4,13 @@ import (
 	"bufio"
 	"encoding/binary"
 	"fmt"
-	"github.com/rlxsplat/rlxsplat/internal/io/atomicfile"
 	"hash"
 	"hash/crc32"
 	"io"
 	"math"
 	"unicode/utf8"
+
+	"github.com/rlxsplat/rlxsplat/internal/io/atomicfile"
 )
 
 // WriteFile writes f to path atomically: the data goes to a temporary file

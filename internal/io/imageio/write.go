@@ -3,11 +3,12 @@ package imageio
 import (
 	"bufio"
 	"fmt"
-	"github.com/rlxsplat/rlxsplat/internal/io/atomicfile"
 	"image"
 	"image/png"
 	"io"
 	"math"
+
+	"github.com/rlxsplat/rlxsplat/internal/io/atomicfile"
 )
 
 // Composite returns the image's colour over the background bg by its alpha,

@@ -4,11 +4,11 @@ import (
 	"bufio"
 	"encoding/binary"
 	"fmt"
-	"github.com/rlxsplat/rlxsplat/internal/io/atomicfile"
 	"io"
 	"math"
 	"strings"
 
+	"github.com/rlxsplat/rlxsplat/internal/io/atomicfile"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
 
