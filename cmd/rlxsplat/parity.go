@@ -242,11 +242,7 @@ func printCompareRows(w io.Writer, checks []string, rows []fused.CompareRow) int
 	}
 	failed := 0
 	for i, r := range rows {
-		res := "ok"
-		if !r.Pass {
-			res = "FAIL"
-			failed++
-		}
+		res := verdict(r.Pass, &failed)
 		tol := "exact"
 		switch {
 		case math.IsInf(r.Tol, 1):
@@ -267,11 +263,7 @@ func printRows(w io.Writer, rows []parity.Row) int {
 	fmt.Fprintln(tw, "CHECK\tGROUP\tREL ERR\tCOSINE\tMAX ABS\tTOL\tRESULT")
 	failed := 0
 	for _, r := range rows {
-		res := "ok"
-		if !r.Pass {
-			res = "FAIL"
-			failed++
-		}
+		res := verdict(r.Pass, &failed)
 		fmt.Fprintf(tw, "%s\t%s\t%.2e\t%.9f\t%.2e\t%.0e\t%s\n", r.Check, r.Group, r.RelErr, r.Cosine, r.MaxAbs, r.Tol, res)
 	}
 	tw.Flush()
@@ -286,4 +278,13 @@ func firstLine(err error) string {
 		return strings.TrimRight(msg[:i], ": ")
 	}
 	return msg
+}
+
+// verdict is a table row's RESULT column; a failure is counted in failed.
+func verdict(pass bool, failed *int) string {
+	if pass {
+		return "ok"
+	}
+	*failed++
+	return "FAIL"
 }
