@@ -46,6 +46,15 @@ type cuAPI struct {
 	cuGraphLaunch              func(exec uintptr, s uintptr) int32                               // optional
 	cuGraphExecDestroy         func(exec uintptr) int32                                          // optional
 	cuGraphDestroy             func(g uintptr) int32                                             // optional
+	cuGraphExecUpdate          func(exec uintptr, g uintptr, info *graphExecUpdateInfo) int32    // optional (CUDA 12+)
+}
+
+// graphExecUpdateInfo is CUgraphExecUpdateResultInfo: the result and the nodes it names.
+type graphExecUpdateInfo struct {
+	result    int32
+	_         int32
+	errorNode uintptr
+	errorFrom uintptr
 }
 
 func (a *cuAPI) symbols() []symbol {
@@ -88,6 +97,7 @@ func (a *cuAPI) symbols() []symbol {
 		optSym(&a.cuGraphLaunch, "cuGraphLaunch"),
 		optSym(&a.cuGraphExecDestroy, "cuGraphExecDestroy"),
 		optSym(&a.cuGraphDestroy, "cuGraphDestroy"),
+		optSym(&a.cuGraphExecUpdate, "cuGraphExecUpdate_v2"),
 	}
 }
 

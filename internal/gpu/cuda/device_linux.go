@@ -640,15 +640,19 @@ func (e *event) Close() error {
 	})
 }
 
-// graph is an instantiated CUDA graph.
+// graph is a captured CUDA graph: the template the capture produced and, from its first
+// launch on, the executable instantiated from it.
 type graph struct {
 	dev    *Device
-	g      uintptr
-	exec   uintptr
-	closed bool // owner-thread state
+	g      uintptr // CUgraph
+	exec   uintptr // CUgraphExec, 0 until the first launch
+	closed bool    // owner-thread state
 }
 
 func (d *Device) graphsSupported() error {
+	if d.opts.NoGraph {
+		return fmt.Errorf("cuda: graphs switched off (RLXSPLAT_GPU_NOGRAPH): %w", driver.ErrUnsupported)
+	}
 	a := &d.api
 	if a.cuStreamBeginCapture == nil || a.cuStreamEndCapture == nil || a.cuGraphInstantiateWithFlag == nil ||
 		a.cuGraphLaunch == nil || a.cuGraphExecDestroy == nil || a.cuGraphDestroy == nil {
@@ -675,7 +679,8 @@ func (d *Device) BeginCapture() error {
 	})
 }
 
-// EndCapture ends the capture and instantiates the graph.
+// EndCapture ends the capture. The graph is instantiated at its first launch, so that a capture
+// that only serves to Update another graph never pays for an instantiation.
 func (d *Device) EndCapture() (driver.Graph, error) {
 	if err := d.graphsSupported(); err != nil {
 		return nil, err
@@ -686,14 +691,7 @@ func (d *Device) EndCapture() (driver.Graph, error) {
 			return fmt.Errorf("cuda: EndCapture without BeginCapture")
 		}
 		d.capturing = false
-		if err := d.check(d.api.cuStreamEndCapture(d.stream, &g.g), "cuStreamEndCapture", ""); err != nil {
-			return err
-		}
-		if err := d.check(d.api.cuGraphInstantiateWithFlag(&g.exec, g.g, 0), "cuGraphInstantiateWithFlags", ""); err != nil {
-			d.api.cuGraphDestroy(g.g)
-			return err
-		}
-		return nil
+		return d.check(d.api.cuStreamEndCapture(d.stream, &g.g), "cuStreamEndCapture", "")
 	})
 	if err != nil {
 		return nil, err
@@ -708,6 +706,12 @@ func (g *graph) Launch() error {
 		if g.closed {
 			return fmt.Errorf("cuda: graph launched after Close: %w", driver.ErrClosed)
 		}
+		if g.exec == 0 {
+			if err := d.check(d.api.cuGraphInstantiateWithFlag(&g.exec, g.g, 0), "cuGraphInstantiateWithFlags", ""); err != nil {
+				g.exec = 0
+				return err
+			}
+		}
 		if err := d.check(d.api.cuGraphLaunch(g.exec, d.stream), "cuGraphLaunch", ""); err != nil {
 			return err
 		}
@@ -715,6 +719,47 @@ func (g *graph) Launch() error {
 			return d.check(d.api.cuStreamSynchronize(d.stream), "cuStreamSynchronize", "after graph")
 		}
 		return nil
+	})
+}
+
+// Update makes g replay from's work: the executable is updated in place (cuGraphExecUpdate),
+// which costs far less than instantiating from. On success from is consumed (closed); when the
+// shapes differ the error wraps driver.ErrGraphChanged and both graphs are left as they were.
+func (g *graph) Update(from driver.Graph) error {
+	d := g.dev
+	f, ok := from.(*graph)
+	if !ok || f == nil || f.dev != d {
+		return fmt.Errorf("cuda: graph update: %w", driver.ErrForeignHandle)
+	}
+	if f == g {
+		return nil
+	}
+	if d.api.cuGraphExecUpdate == nil {
+		return fmt.Errorf("cuda: graph update needs the CUDA 12 driver entry point cuGraphExecUpdate_v2: %w", driver.ErrUnsupported)
+	}
+	return d.do(func() error {
+		if g.closed || f.closed {
+			return fmt.Errorf("cuda: graph update after Close: %w", driver.ErrClosed)
+		}
+		if g.exec != 0 {
+			var info graphExecUpdateInfo
+			r := d.api.cuGraphExecUpdate(g.exec, f.g, &info)
+			if r == cudaErrorGraphExecUpdate {
+				return fmt.Errorf("cuda: graph update (result %d): %w", info.result, driver.ErrGraphChanged)
+			}
+			if err := d.check(r, "cuGraphExecUpdate_v2", ""); err != nil {
+				return err
+			}
+		}
+		// g now replays f's template; keep that one (the next update compares against it).
+		err := d.check(d.api.cuGraphDestroy(g.g), "cuGraphDestroy", "")
+		g.g, f.g = f.g, 0
+		if f.exec != 0 {
+			err = errors.Join(err, d.check(d.api.cuGraphExecDestroy(f.exec), "cuGraphExecDestroy", ""))
+			f.exec = 0
+		}
+		f.closed = true
+		return err
 	})
 }
 
@@ -726,9 +771,14 @@ func (g *graph) Close() error {
 			return nil
 		}
 		g.closed = true
-		return errors.Join(
-			d.check(d.api.cuGraphExecDestroy(g.exec), "cuGraphExecDestroy", ""),
-			d.check(d.api.cuGraphDestroy(g.g), "cuGraphDestroy", ""))
+		var errs []error
+		if g.exec != 0 {
+			errs = append(errs, d.check(d.api.cuGraphExecDestroy(g.exec), "cuGraphExecDestroy", ""))
+		}
+		if g.g != 0 {
+			errs = append(errs, d.check(d.api.cuGraphDestroy(g.g), "cuGraphDestroy", ""))
+		}
+		return errors.Join(errs...)
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -597,6 +598,65 @@ func TestGraphCapture(t *testing.T) {
 	}
 }
 
+// TestGraphUpdate replays a graph, updates it from a capture with other arguments, and checks
+// that the replay follows the update, and that a capture of another shape is refused without
+// touching the graph.
+func TestGraphUpdate(t *testing.T) {
+	d := openTest(t, driver.Options{})
+	k := kernelOf(t, d, selftest(t), "saxpy")
+	bx, by := upload(t, d, []float32{1, 2, 3}), upload(t, d, []float32{0, 0, 0})
+	capture := func(launches int, a float32) driver.Graph {
+		t.Helper()
+		if err := d.BeginCapture(); err != nil {
+			if errors.Is(err, driver.ErrUnsupported) {
+				t.Skip(err.Error())
+			}
+			t.Fatal(err)
+		}
+		for i := 0; i < launches; i++ {
+			if err := d.Launch(k, driver.Dim3{1}, driver.Dim3{32}, 0, driver.U32(3), driver.F32(a), driver.Ptr(bx), driver.Ptr(by), driver.Ptr(by)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		g, err := d.EndCapture()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	g := capture(1, 2)
+	defer g.Close()
+	if err := g.Launch(); err != nil { // y = 2x
+		t.Fatal(err)
+	}
+	if err := g.Update(capture(1, 10)); err != nil {
+		if errors.Is(err, driver.ErrUnsupported) {
+			t.Skip(err.Error())
+		}
+		t.Fatal(err)
+	}
+	if err := g.Launch(); err != nil { // y += 10x
+		t.Fatal(err)
+	}
+	other := capture(2, 100)
+	defer other.Close()
+	if err := g.Update(other); !errors.Is(err, driver.ErrGraphChanged) {
+		t.Fatalf("update from a capture of two launches into a graph of one: %v, want ErrGraphChanged", err)
+	}
+	if err := g.Launch(); err != nil { // still y += 10x
+		t.Fatal(err)
+	}
+	if got := download(t, d, by, 3); fmt.Sprint(got) != "[22 44 66]" {
+		t.Fatalf("y = %v, want [22 44 66] (2x, then 10x twice)", got)
+	}
+	if err := other.Launch(); err != nil { // the refused capture is still a graph of its own
+		t.Fatal(err)
+	}
+	if got := download(t, d, by, 3); fmt.Sprint(got) != "[222 444 666]" {
+		t.Fatalf("y = %v, want [222 444 666]", got)
+	}
+}
+
 func TestConcurrentCallers(t *testing.T) {
 	d := openTest(t, driver.Options{})
 	k := kernelOf(t, d, selftest(t), "saxpy")
@@ -738,4 +798,118 @@ func TestDebugModeNamesFaultingKernel(t *testing.T) {
 			t.Fatalf("child output lacks %q", want)
 		}
 	}
+}
+
+// BenchmarkLaunch separates the host cost of one kernel launch into its layers, each on the
+// same tiny kernel (one block of saxpy over 32 floats, so the device is never the bound):
+//   - api:   Device.Launch as the engine calls it (argument checks, packing, the owner-thread
+//     hop, the driver call);
+//   - raw:   the driver's cuLaunchKernel alone, called in a loop on the owner thread;
+//   - graph: one replay of a captured graph of 100 launches, reported per launch.
+//
+// Each reports host ns per launch (ns/op) and, as launches/s, what the stream sustained
+// including the final wait.
+func BenchmarkLaunch(b *testing.B) {
+	d, err := Open(driver.Options{CacheDir: b.TempDir(), PTX: shaders.PTX()})
+	if err != nil {
+		if errors.Is(err, driver.ErrNoDevice) {
+			b.Skip("no CUDA device: " + err.Error())
+		}
+		b.Fatal(err)
+	}
+	defer d.Close()
+	src, err := driver.SourceFromFS(shaders.Sources(), "selftest.cu")
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := d.Compile(src)
+	if err != nil {
+		b.Fatal(err)
+	}
+	k, err := m.Kernel("saxpy")
+	if err != nil {
+		b.Fatal(err)
+	}
+	x, err := d.Alloc(4 * 32)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := d.Memset(x, 0, 4*32, 0); err != nil {
+		b.Fatal(err)
+	}
+	args := []driver.Arg{driver.U32(32), driver.F32(1), driver.Ptr(x), driver.Ptr(x), driver.Ptr(x)}
+	launch := func() error { return d.Launch(k, driver.Dim3{1}, driver.Dim3{32}, 0, args...) }
+
+	b.Run("api", func(b *testing.B) {
+		for b.Loop() {
+			if err := launch(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := d.Sync(); err != nil {
+			b.Fatal(err)
+		}
+	})
+	b.Run("raw", func(b *testing.B) {
+		ck := k.(*kernel)
+		var lerr error
+		if err := d.th.Call(func() {
+			packed, err := driver.Pack(args, d.addr)
+			if err != nil {
+				lerr = err
+				return
+			}
+			var pin runtime.Pinner
+			defer pin.Unpin()
+			ptrs := make([]uintptr, len(args))
+			pin.Pin(&packed.Words[0])
+			for i := range args {
+				ptrs[i] = uintptr(unsafe.Pointer(&packed.Bytes(i)[0]))
+			}
+			pin.Pin(&ptrs[0])
+			for b.Loop() {
+				r := d.api.cuLaunchKernel(ck.fn, 1, 1, 1, 32, 1, 1, 0, d.stream, unsafe.Pointer(&ptrs[0]), nil)
+				if r != cudaSuccess {
+					lerr = d.check(r, "cuLaunchKernel", ck.name)
+					return
+				}
+			}
+			lerr = d.check(d.api.cuStreamSynchronize(d.stream), "cuStreamSynchronize", "")
+		}); err != nil {
+			b.Fatal(err)
+		}
+		if lerr != nil {
+			b.Fatal(lerr)
+		}
+	})
+	b.Run("graph", func(b *testing.B) {
+		const perGraph = 100
+		if err := d.BeginCapture(); err != nil {
+			if errors.Is(err, driver.ErrUnsupported) {
+				b.Skip(err.Error())
+			}
+			b.Fatal(err)
+		}
+		for i := 0; i < perGraph; i++ {
+			if err := launch(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		g, err := d.EndCapture()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer g.Close()
+		n := 0
+		for b.Loop() {
+			if err := g.Launch(); err != nil {
+				b.Fatal(err)
+			}
+			n++
+		}
+		if err := d.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*perGraph), "ns/launch")
+	})
 }

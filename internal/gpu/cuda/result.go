@@ -9,17 +9,18 @@ import (
 
 // Driver API result codes this package treats specially (values from cuda.h's CUresult).
 const (
-	cudaSuccess             = 0
-	cudaErrorInvalidValue   = 1
-	cudaErrorOutOfMemory    = 2
-	cudaErrorNotInitialized = 3
-	cudaErrorStubLibrary    = 34
-	cudaErrorInsufficientDr = 35
-	cudaErrorNoDevice       = 100
-	cudaErrorInvalidDevice  = 101
-	cudaErrorUnsupportedPTX = 222
-	cudaErrorNotReady       = 600
-	cudaErrorDriverMismatch = 803
+	cudaSuccess              = 0
+	cudaErrorInvalidValue    = 1
+	cudaErrorOutOfMemory     = 2
+	cudaErrorNotInitialized  = 3
+	cudaErrorStubLibrary     = 34
+	cudaErrorInsufficientDr  = 35
+	cudaErrorNoDevice        = 100
+	cudaErrorInvalidDevice   = 101
+	cudaErrorUnsupportedPTX  = 222
+	cudaErrorNotReady        = 600
+	cudaErrorDriverMismatch  = 803
+	cudaErrorGraphExecUpdate = 910 // CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE
 )
 
 // resultNames is a fallback for when cuGetErrorName itself fails (a broken or partial driver);

@@ -121,7 +121,14 @@ type Event interface {
 
 // Graph is a captured sequence of launches that can be replayed with one call.
 type Graph interface {
+	// Launch queues one replay.
 	Launch() error
+	// Update makes the graph replay another capture of the same shape (the same launches,
+	// memsets and order; arguments and grid sizes may differ) and consumes that capture. It
+	// is much cheaper than replacing the graph by the new capture, the point of capturing a
+	// step whose arguments change every time. A capture of another shape: ErrGraphChanged,
+	// and nothing changes.
+	Update(from Graph) error
 	Close() error
 }
 
@@ -140,6 +147,9 @@ type Options struct {
 	// NoSpin makes the CUDA backend park its owner thread between calls at once instead of
 	// spinning briefly (RLXSPLAT_GPU_NOSPIN=1): less CPU on a crowded host, more latency per call.
 	NoSpin bool
+	// NoGraph makes BeginCapture report ErrUnsupported (RLXSPLAT_GPU_NOGRAPH=1), so that
+	// engines enqueue every launch one by one: for comparing, or where graphs misbehave.
+	NoGraph bool
 	// PTX holds prebuilt PTX files (NAME.ptx for source NAME.cu, with a header written by
 	// internal/gpu/cmd/genptx) used when no compiler is available. May be nil.
 	PTX fs.FS

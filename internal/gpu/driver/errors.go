@@ -26,6 +26,9 @@ var (
 	ErrClosed = errors.New("gpu: device or handle already closed")
 	// ErrUnsupported: the backend does not implement this verb (yet).
 	ErrUnsupported = errors.New("gpu: not supported by this backend")
+	// ErrGraphChanged: Graph.Update was given a capture whose shape (its launches, copies and
+	// their order) differs from the graph's; capture anew and replace the graph instead.
+	ErrGraphChanged = errors.New("gpu: the captured work differs in shape from the graph's")
 	// ErrForeignHandle: a handle was passed to a device that did not create it.
 	ErrForeignHandle = errors.New("gpu: handle belongs to another device or backend")
 )
