@@ -53,6 +53,9 @@ const (
 	StageRasterBwd  = "raster_bwd"
 	StageProjectBwd = "project_bwd"
 	StageAdam       = "adam"
+	// StageStep is the whole step's device time, reported instead of the stages' by an
+	// engine that runs the step as one unit it cannot time piece by piece (a replayed graph).
+	StageStep = "step"
 )
 
 // Stages lists the stage names in pipeline order.

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -32,9 +33,58 @@ import (
 // Buffers are mmap'ed with a PROT_NONE page right after their end, so that a kernel reading or
 // writing past a buffer faults at once instead of corrupting a neighbour.
 type emuDevice struct {
-	mu   sync.Mutex
-	dir  string
-	bufs map[*emuBuf]struct{}
+	mu      sync.Mutex
+	dir     string
+	bufs    map[*emuBuf]struct{}
+	capture *emuGraph // non-nil while capturing: launches and memsets are recorded, not run
+}
+
+// emuGraph is a recorded sequence of launches and memsets, replayed in order. Its shape is the
+// sequence of operations and kernels, what CUDA's graph update requires to be unchanged.
+type emuGraph struct {
+	dev    *emuDevice
+	shape  []string
+	ops    []func() error
+	closed bool
+}
+
+func (g *emuGraph) Launch() error {
+	if g.closed {
+		return driver.ErrClosed
+	}
+	for _, op := range g.ops {
+		if err := op(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *emuGraph) Update(from driver.Graph) error {
+	f, ok := from.(*emuGraph)
+	if !ok || f.dev != g.dev {
+		return driver.ErrForeignHandle
+	}
+	if g.closed || f.closed {
+		return driver.ErrClosed
+	}
+	if !slices.Equal(g.shape, f.shape) {
+		return fmt.Errorf("emu: graph update: %w", driver.ErrGraphChanged)
+	}
+	g.ops, f.closed = f.ops, true
+	return nil
+}
+
+func (g *emuGraph) Close() error { g.closed = true; return nil }
+
+// record adds op to the capture and reports true, or reports false when not capturing.
+func (d *emuDevice) record(shape string, op func() error) bool {
+	if d.capture == nil {
+		return false
+	}
+	d.capture.shape = append(d.capture.shape, shape)
+	d.capture.ops = append(d.capture.ops, op)
+	return true
 }
 
 type emuBuf struct {
@@ -121,6 +171,9 @@ func (d *emuDevice) Free(b driver.Buffer) error {
 }
 
 func (d *emuDevice) Upload(dst driver.Buffer, off int, src []byte) error {
+	if d.capture != nil {
+		return fmt.Errorf("emu: upload during graph capture")
+	}
 	b, err := d.own(dst)
 	if err != nil {
 		return err
@@ -133,6 +186,9 @@ func (d *emuDevice) Upload(dst driver.Buffer, off int, src []byte) error {
 }
 
 func (d *emuDevice) Download(dst []byte, src driver.Buffer, off int) error {
+	if d.capture != nil {
+		return fmt.Errorf("emu: download during graph capture")
+	}
 	b, err := d.own(src)
 	if err != nil {
 		return err
@@ -145,6 +201,13 @@ func (d *emuDevice) Download(dst []byte, src driver.Buffer, off int) error {
 }
 
 func (d *emuDevice) Memset(dst driver.Buffer, off, n int, v byte) error {
+	if d.record("memset", func() error { return d.memset(dst, off, n, v) }) {
+		return nil
+	}
+	return d.memset(dst, off, n, v)
+}
+
+func (d *emuDevice) memset(dst driver.Buffer, off, n int, v byte) error {
 	b, err := d.own(dst)
 	if err != nil {
 		return err
@@ -225,6 +288,14 @@ func (d *emuDevice) Launch(k driver.Kernel, grid, block driver.Dim3, shared int,
 	if !ok {
 		return driver.ErrForeignHandle
 	}
+	args = slices.Clone(args)
+	if d.record("launch "+ek.name, func() error { return d.launch(ek, grid, block, args) }) {
+		return nil
+	}
+	return d.launch(ek, grid, block, args)
+}
+
+func (d *emuDevice) launch(ek *emuKernel, grid, block driver.Dim3, args []driver.Arg) error {
 	grid, block = grid.Norm(), block.Norm()
 	if block[1] != 1 || block[2] != 1 {
 		return fmt.Errorf("emu: launch %s: only 1-D blocks are emulated", ek.name)
@@ -263,6 +334,9 @@ func (d *emuDevice) Sync() error { return nil }
 func (d *emuDevice) NewEvent() (driver.Event, error) { return &emuEvent{}, nil }
 
 func (d *emuDevice) Record(e driver.Event) error {
+	if d.capture != nil {
+		return fmt.Errorf("emu: event recorded during graph capture (a stage boundary cannot be timed inside a graph)")
+	}
 	e.(*emuEvent).t = time.Now()
 	return nil
 }
@@ -271,8 +345,22 @@ func (d *emuDevice) ElapsedMs(start, end driver.Event) (float32, error) {
 	return float32(end.(*emuEvent).t.Sub(start.(*emuEvent).t).Seconds() * 1000), nil
 }
 
-func (d *emuDevice) BeginCapture() error               { return driver.ErrUnsupported }
-func (d *emuDevice) EndCapture() (driver.Graph, error) { return nil, driver.ErrUnsupported }
+func (d *emuDevice) BeginCapture() error {
+	if d.capture != nil {
+		return fmt.Errorf("emu: BeginCapture: already capturing")
+	}
+	d.capture = &emuGraph{dev: d}
+	return nil
+}
+
+func (d *emuDevice) EndCapture() (driver.Graph, error) {
+	g := d.capture
+	if g == nil {
+		return nil, fmt.Errorf("emu: EndCapture without BeginCapture")
+	}
+	d.capture = nil
+	return g, nil
+}
 func (d *emuDevice) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()

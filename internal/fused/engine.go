@@ -73,6 +73,12 @@ type Engine struct {
 	targets    map[int]*target
 	events     [9]gpu.Event // stage boundaries: engine.Stages has 8 stages
 
+	// Steps as graphs (graphStep): on unless SetGraphs(false) or the device has none; graph is
+	// the replayed step, capturing true while a step is being captured.
+	graphs    bool
+	graph     gpu.Graph
+	capturing bool
+
 	// cpu-conic: the host's projection and lists.
 	binner    prep.Binner
 	hostProj  *prep.Projected
@@ -150,7 +156,7 @@ func newOnDevice(dev gpu.Device, set engine.Settings, g *splat.Gaussians) (*Engi
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{set: set, dev: dev, k: k, targets: map[int]*target{}, bigArea: defaultBigArea}
+	e := &Engine{set: set, dev: dev, k: k, targets: map[int]*target{}, bigArea: defaultBigArea, graphs: true}
 	if err := e.setup(); err != nil {
 		e.release()
 		return nil, err
@@ -612,12 +618,21 @@ func (e *Engine) release() error {
 			errs = append(errs, ev.Close())
 		}
 	}
+	if e.graph != nil {
+		errs = append(errs, e.graph.Close())
+		e.graph = nil
+	}
 	if e.k != nil {
 		errs = append(errs, e.k.close())
 	}
 	e.devBytes = 0 // every buffer ensure allocated is freed above (devPeak is kept)
 	return errors.Join(errs...)
 }
+
+// SetGraphs switches steps between one graph replay each (on, the default where the device
+// has graphs) and launch-by-launch enqueueing with an event between stages, whose
+// StepResult.Timings then hold every stage's device time rather than only the step's.
+func (e *Engine) SetGraphs(on bool) { e.graphs = on }
 
 // Close frees the engine's device memory and, when New opened the device, closes it.
 func (e *Engine) Close() error {

@@ -16,9 +16,10 @@ func (e *Engine) project(cam *camera.Camera, shDegree int) error {
 		gpu.Ptr(e.readoutBuf))
 }
 
-// pixelRays fills the per-pixel world ray directions of the ray model when the camera changed.
+// pixelRays fills the per-pixel world ray directions of the ray model when the camera changed
+// (always while capturing: a captured step must have the same launches whatever the view).
 func (e *Engine) pixelRays(cam *camera.Camera) error {
-	if e.set.Render != prep.Ray || (e.raysFor != nil && sameCamera(e.raysFor, cam)) {
+	if e.set.Render != prep.Ray || (!e.capturing && e.raysFor != nil && sameCamera(e.raysFor, cam)) {
 		return nil
 	}
 	npx := uint32(cam.Width * cam.Height)

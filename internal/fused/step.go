@@ -1,6 +1,7 @@
 package fused
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -20,6 +21,80 @@ type pass struct {
 	cam      *camera.Camera
 	tiles    int
 	hostTime map[string]time.Duration // cpu-conic: the host's stages
+	graphed  bool                     // replayed as a graph: only events 0 and 8 were recorded
+}
+
+// enqueueStep queues the step's work: as one graph replay when graphs are on and the device
+// has them, else launch by launch with an event between stages.
+//
+// A step is captured anew every time, because its by-value arguments (the camera, the
+// learning rates, the target) change from step to step; capturing only records the launches,
+// and the captured graph then updates the replayed one in place. What that saves is the
+// device's per-launch submission: the captured step reaches the device as one submission.
+func (e *Engine) enqueueStep(cam *camera.Camera, tgt gpu.Buffer, o engine.StepOptions, ap []byte) (*pass, error) {
+	if e.graphs && e.set.BinMode != engine.BinCPUConic { // cpu-conic uploads mid-step: not capturable
+		p, err := e.graphStep(cam, tgt, o, ap)
+		if !errors.Is(err, gpu.ErrUnsupported) {
+			return p, err
+		}
+		e.graphs = false // the device has no graphs: eager from now on
+	}
+	p, err := e.forward(cam, o.SHDegree, o.Background)
+	if err != nil {
+		return nil, err
+	}
+	return p, e.backward(p, tgt, o, ap)
+}
+
+// graphStep captures the step, folds the capture into e.graph and replays it between events 0
+// and 8.
+func (e *Engine) graphStep(cam *camera.Camera, tgt gpu.Buffer, o engine.StepOptions, ap []byte) (*pass, error) {
+	if e.keys == nil { // allocate outside the capture
+		if err := e.growLists(4 * e.n); err != nil {
+			return nil, err
+		}
+	}
+	if err := e.dev.BeginCapture(); err != nil {
+		return nil, err
+	}
+	e.capturing = true
+	p, err := e.forward(cam, o.SHDegree, o.Background)
+	if err == nil {
+		err = e.backward(p, tgt, o, ap)
+	}
+	e.capturing = false
+	g, endErr := e.dev.EndCapture()
+	if err = errors.Join(err, endErr); err != nil {
+		if g != nil {
+			err = errors.Join(err, g.Close())
+		}
+		return nil, err
+	}
+	switch {
+	case e.graph == nil:
+		e.graph = g
+	default:
+		uerr := e.graph.Update(g)
+		if errors.Is(uerr, gpu.ErrGraphChanged) {
+			// Another shape (the first step after a change of the SH degree or the image
+			// size, say): replace the graph; the next instantiation happens at its launch.
+			uerr = e.graph.Close()
+			e.graph = g
+		} else if uerr != nil {
+			uerr = errors.Join(uerr, g.Close())
+		}
+		if uerr != nil {
+			return nil, uerr
+		}
+	}
+	p.graphed = true
+	if err := e.dev.Record(e.events[0]); err != nil {
+		return nil, err
+	}
+	if err := e.graph.Launch(); err != nil {
+		return nil, err
+	}
+	return p, e.dev.Record(e.events[len(e.events)-1])
 }
 
 // Step runs one training step (design.md §5) as one submission on the device's queue and
@@ -48,10 +123,7 @@ func (e *Engine) Step(v *engine.View, o engine.StepOptions) (engine.StepResult, 
 	var ro readout
 	var p *pass
 	for attempt := 1; ; attempt++ {
-		p, err = e.forward(cam, o.SHDegree, o.Background)
-		if err == nil {
-			err = e.backward(p, tgt, o, ap)
-		}
+		p, err = e.enqueueStep(cam, tgt, o, ap)
 		if err == nil {
 			ro, err = e.readout()
 		}
@@ -73,7 +145,13 @@ func (e *Engine) Step(v *engine.View, o engine.StepOptions) (engine.StepResult, 
 		Visible: int(ro[roVisible]), Entries: int(ro[roEntries]), NonFinite: int(ro[roNonFinite]),
 	}
 	res.Loss, res.L1, res.MSE, res.SSIM = lossResult(e.set.Loss, e.set.SSIMLambda, &ro, w*h*3)
-	if res.Timings, err = e.timings(p, true); err != nil {
+	if p.graphed {
+		ms, err := e.dev.ElapsedMs(e.events[0], e.events[len(e.events)-1])
+		if err != nil {
+			return engine.StepResult{}, fmt.Errorf("fused: timing the step: %w", err)
+		}
+		res.Timings = map[string]time.Duration{engine.StageStep: time.Duration(float64(ms) * float64(time.Millisecond))}
+	} else if res.Timings, err = e.timings(p, true); err != nil {
 		return engine.StepResult{}, err
 	}
 	if o.WantImage {
@@ -150,8 +228,14 @@ func (e *Engine) readout() (readout, error) {
 	return readoutFromBytes(b), nil
 }
 
-// record queues the timing event of stage boundary i (0 = before the first stage).
-func (e *Engine) record(i int) error { return e.dev.Record(e.events[i]) }
+// record queues the timing event of stage boundary i (0 = before the first stage); while a
+// step is being captured there are no stage boundaries to time (graphStep times the replay).
+func (e *Engine) record(i int) error {
+	if e.capturing {
+		return nil
+	}
+	return e.dev.Record(e.events[i])
+}
 
 // forward enqueues project, bin, sort (with ranges) and the forward rasterization, recording
 // events 0..4 around them.
