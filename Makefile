@@ -11,9 +11,11 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/rlxsplat
 
-## test: every test; GPU tests skip here with the reason
+## test: every test; GPU tests skip here with the reason, and the fused engine's kernels then
+## run on the host emulator instead (needs g++; skipped with the reason without it)
 test:
 	$(GO) test ./...
+	RLXSPLAT_FUSED_EMU=1 $(GO) test ./internal/fused
 
 test-short:
 	$(GO) test -short ./...
