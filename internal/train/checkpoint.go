@@ -29,12 +29,12 @@ const (
 	secStatsR   = "stats/max_radius"
 )
 
-// checkpoint writes checkpoints/step-NNNNN.ckpt atomically and drops the
-// oldest beyond the number to keep.
-func (t *Trainer) checkpoint() (string, error) {
+// checkpoint reads the state back and queues the writing of checkpoints/step-NNNNN.ckpt
+// (atomically) and the removal of the oldest beyond the number to keep.
+func (t *Trainer) checkpoint() error {
 	st, err := t.eng.State()
 	if err != nil {
-		return "", fmt.Errorf("train: reading the state back: %w", err)
+		return fmt.Errorf("train: reading the state back: %w", err)
 	}
 	f := &ckpt.File{}
 	putGaussians(f, "params", st.Params)
@@ -51,7 +51,7 @@ func (t *Trainer) checkpoint() (string, error) {
 	f.PutUint64(secStep, []uint64{uint64(t.step)})
 	rng, err := t.pcg.MarshalBinary()
 	if err != nil {
-		return "", fmt.Errorf("train: %w", err)
+		return fmt.Errorf("train: %w", err)
 	}
 	f.PutBytes(secRNG, rng)
 	order := make([]uint64, 0, len(t.order)+1)
@@ -64,21 +64,21 @@ func (t *Trainer) checkpoint() (string, error) {
 	f.PutBytes(secConfig, t.opt.ConfigYAML)
 	dir := filepath.Join(t.opt.OutDir, "checkpoints")
 	path := filepath.Join(dir, fmt.Sprintf("step-%05d.ckpt", t.step))
-	if err := ckpt.WriteFile(path, f); err != nil {
-		return "", fmt.Errorf("train: %w", err)
-	}
-	if t.emit != nil {
-		t.emit(Saved{Kind: "checkpoint", Path: path})
-	}
-	if k := t.opt.KeepCheckpoints; k > 0 {
-		old, _ := filepath.Glob(filepath.Join(dir, "step-*.ckpt"))
-		sort.Strings(old)
-		for len(old) > k {
-			os.Remove(old[0])
-			old = old[1:]
+	keep := t.opt.KeepCheckpoints
+	return t.writes.queue(func() (Saved, error) {
+		if err := ckpt.WriteFile(path, f); err != nil {
+			return Saved{}, fmt.Errorf("train: %w", err)
 		}
-	}
-	return path, nil
+		if keep > 0 {
+			old, _ := filepath.Glob(filepath.Join(dir, "step-*.ckpt"))
+			sort.Strings(old)
+			for len(old) > keep {
+				os.Remove(old[0])
+				old = old[1:]
+			}
+		}
+		return Saved{Kind: "checkpoint", Path: path}, nil
+	}, t.emit)
 }
 
 // Resume restores a checkpoint written by a run with the same dataset.

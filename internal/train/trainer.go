@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -39,6 +40,7 @@ type Trainer struct {
 	metrics *os.File
 	emit    func(Event)
 	phases  Phases
+	writes  *writer // previews and checkpoints being written during Run
 }
 
 // Phases is where a run's wall time went, so that a user (and a benchmark) can see what
@@ -205,11 +207,21 @@ func (t *Trainer) Run(ctx context.Context, emit func(Event)) error {
 	t.metrics = mf
 	defer mf.Close()
 
+	t.writes = newWriter()
+	defer func() {
+		if t.writes != nil { // a failed run: its writes finish, their own errors aside
+			t.writes.close(emit)
+			t.writes = nil
+		}
+	}()
 	start := time.Now()
 	window := newRateWindow(50)
 	for t.step < o.Iterations {
 		if err := ctx.Err(); err != nil {
-			if _, cerr := t.checkpoint(); cerr != nil {
+			cerr := t.checkpoint()
+			cerr = errors.Join(cerr, t.writes.close(emit))
+			t.writes = nil
+			if cerr != nil {
 				return fmt.Errorf("train: interrupted at step %d, and the checkpoint failed: %w", t.step, cerr)
 			}
 			return fmt.Errorf("train: interrupted at step %d (checkpoint written): %w", t.step, err)
@@ -258,11 +270,19 @@ func (t *Trainer) Run(ctx context.Context, emit func(Event)) error {
 
 		if (o.CheckpointEvery > 0 && s%o.CheckpointEvery == 0) || s == o.Iterations {
 			at := time.Now()
-			if _, err := t.checkpoint(); err != nil {
+			if err := t.checkpoint(); err != nil {
 				return err
 			}
 			t.phases.Checkpoint += time.Since(at)
 		}
+		if err := t.writes.collect(false, emit); err != nil {
+			return err
+		}
+	}
+	err = t.writes.close(emit)
+	t.writes = nil
+	if err != nil {
+		return err
 	}
 	return t.finish()
 }
@@ -406,12 +426,14 @@ func (t *Trainer) preview(s int) error {
 	}
 	target := t.target(&v, t.opt.Background)
 	path := filepath.Join(t.opt.OutDir, "previews", fmt.Sprintf("step-%05d.png", s))
-	w := v.Camera.Width
-	if err := imageio.SavePNG(path, imageio.SideBySide(img, target, w, v.Camera.Height), 2*w+imageio.Gap, v.Camera.Height); err != nil {
-		return fmt.Errorf("train: preview: %w", err)
-	}
-	t.emit(Saved{Kind: "preview", Path: path})
-	return nil
+	w, h := v.Camera.Width, v.Camera.Height
+	pair := imageio.SideBySide(img, target, w, h) // a copy: the target's buffer may be reused
+	return t.writes.queue(func() (Saved, error) {
+		if err := imageio.SavePNG(path, pair, 2*w+imageio.Gap, h); err != nil {
+			return Saved{}, fmt.Errorf("train: preview: %w", err)
+		}
+		return Saved{Kind: "preview", Path: path}, nil
+	}, t.emit)
 }
 
 // finish writes the final splat file and the training curve.
