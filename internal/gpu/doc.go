@@ -14,9 +14,7 @@
 // Environment (read by Open, see OptionsFromEnv): RLXSPLAT_NO_NVRTC=1 pretends NVRTC is
 // absent (the embedded PTX from shaders/ptx is used), RLXSPLAT_GPU_DEBUG=1 synchronises after
 // every launch so that faults name their kernel, RLXSPLAT_KERNEL_CACHE sets the compiled-
-// kernel cache directory ("off" disables it; default $XDG_CACHE_HOME/rlxsplat/kernels),
-// RLXSPLAT_GPU_NOSPIN=1 parks the CUDA owner thread between calls at once instead of spinning.
-// RLXSPLAT_GPU_NOGRAPH=1 refuses graph capture, so that engines enqueue launch by launch.
+// kernel cache directory ("off" disables it; default $XDG_CACHE_HOME/rlxsplat/kernels).
 //
 // Non-goals: it knows nothing about splats, tiles or training (internal/fused does), holds no
 // global state, and never prints, logs or exits.

@@ -86,8 +86,6 @@ const (
 	EnvNoNVRTC     = "RLXSPLAT_NO_NVRTC"
 	EnvDebug       = "RLXSPLAT_GPU_DEBUG"
 	EnvKernelCache = "RLXSPLAT_KERNEL_CACHE"
-	EnvNoSpin      = "RLXSPLAT_GPU_NOSPIN"
-	EnvNoGraph     = "RLXSPLAT_GPU_NOGRAPH"
 )
 
 // Open opens a device of the given kind ("auto", "cuda", "metal") with options from the
@@ -149,8 +147,8 @@ func openMetal(o Options) (Device, error) {
 	return d, nil
 }
 
-// OptionsFromEnv reads RLXSPLAT_NO_NVRTC, RLXSPLAT_GPU_DEBUG, RLXSPLAT_GPU_NOSPIN,
-// RLXSPLAT_GPU_NOGRAPH and RLXSPLAT_KERNEL_CACHE through getenv. Boolean variables accept 1/0, true/false, yes/no, on/off (empty = off); anything else
+// OptionsFromEnv reads RLXSPLAT_NO_NVRTC, RLXSPLAT_GPU_DEBUG and RLXSPLAT_KERNEL_CACHE through
+// getenv. Boolean variables accept 1/0, true/false, yes/no, on/off (empty = off); anything else
 // is an error naming the variable.
 func OptionsFromEnv(getenv func(string) string) (Options, error) {
 	var o Options
@@ -159,12 +157,6 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 		return o, err
 	}
 	if o.Debug, err = envBool(getenv, EnvDebug); err != nil {
-		return o, err
-	}
-	if o.NoSpin, err = envBool(getenv, EnvNoSpin); err != nil {
-		return o, err
-	}
-	if o.NoGraph, err = envBool(getenv, EnvNoGraph); err != nil {
 		return o, err
 	}
 	o.CacheDir = getenv(EnvKernelCache)

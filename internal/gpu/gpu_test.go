@@ -109,10 +109,8 @@ func TestOptionsFromEnv(t *testing.T) {
 		wantErr string
 	}{
 		{"empty", nil, Options{}, ""},
-		{"all set", map[string]string{EnvNoNVRTC: "1", EnvDebug: "TRUE", EnvKernelCache: "/tmp/k", EnvNoSpin: "on", EnvNoGraph: "yes"},
-			Options{NoCompiler: true, Debug: true, CacheDir: "/tmp/k", NoSpin: true, NoGraph: true}, ""},
-		{"bad graph", map[string]string{EnvNoGraph: "x"}, Options{}, "RLXSPLAT_GPU_NOGRAPH=\"x\""},
-		{"bad spin", map[string]string{EnvNoSpin: "2"}, Options{}, "RLXSPLAT_GPU_NOSPIN=\"2\""},
+		{"all set", map[string]string{EnvNoNVRTC: "1", EnvDebug: "TRUE", EnvKernelCache: "/tmp/k"},
+			Options{NoCompiler: true, Debug: true, CacheDir: "/tmp/k"}, ""},
 		{"off words", map[string]string{EnvNoNVRTC: "no", EnvDebug: " off "}, Options{}, ""},
 		{"bad bool", map[string]string{EnvDebug: "maybe"}, Options{}, "RLXSPLAT_GPU_DEBUG=\"maybe\""},
 	}
@@ -128,7 +126,7 @@ func TestOptionsFromEnv(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got != (Options{NoCompiler: tc.want.NoCompiler, Debug: tc.want.Debug, CacheDir: tc.want.CacheDir, NoSpin: tc.want.NoSpin, NoGraph: tc.want.NoGraph}) {
+			if got != (Options{NoCompiler: tc.want.NoCompiler, Debug: tc.want.Debug, CacheDir: tc.want.CacheDir}) {
 				t.Fatalf("got %+v, want %+v", got, tc.want)
 			}
 		})

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/rlxsplat/rlxsplat/internal/gpu/driver"
@@ -26,7 +27,8 @@ type Device struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	// Owner-thread state: read and written only inside d.th.Call.
+	// Owner-thread state: read and written only on the owner thread.
+	deferred  error // the first failure of a posted call, not yet reported
 	dev       int32
 	ctx       uintptr
 	stream    uintptr
@@ -50,7 +52,7 @@ func Open(opts driver.Options) (*Device, error) {
 	if err := bind(lib, used, d.api.symbols()); err != nil {
 		return nil, fmt.Errorf("%w: %w", driver.ErrNoDriver, err)
 	}
-	d.th, err = newOwnerThread(d.setup, !opts.NoSpin)
+	d.th, err = newOwnerThread(d.setup)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +153,8 @@ func (d *Device) check(r int32, call, subject string) error {
 	return e
 }
 
-// do runs fn on the owner thread unless the device is closed.
+// do runs fn on the owner thread unless the device is closed, and waits for it. A posted
+// call's failure not yet reported is reported with fn's result.
 func (d *Device) do(fn func() error) error {
 	var err error
 	if cerr := d.th.Call(func() {
@@ -160,10 +163,31 @@ func (d *Device) do(fn func() error) error {
 			return
 		}
 		err = fn()
+		if d.deferred != nil {
+			err = errors.Join(fmt.Errorf("an earlier call failed: %w", d.deferred), err)
+			d.deferred = nil
+		}
 	}); cerr != nil {
 		return cerr
 	}
 	return err
+}
+
+// post queues fn to run on the owner thread without waiting for it (in Debug mode it waits,
+// so that an error names its call at once). fn's failure is kept and reported by the next
+// call that waits, as the driver itself reports a kernel's fault.
+func (d *Device) post(fn func() error) error {
+	if d.opts.Debug {
+		return d.do(fn)
+	}
+	return d.th.Post(func() {
+		if d.closed {
+			return // Close reports nothing for work it cancelled
+		}
+		if err := fn(); err != nil && d.deferred == nil {
+			d.deferred = err
+		}
+	})
 }
 
 // Info describes the device.
@@ -190,7 +214,7 @@ type buffer struct {
 	dev   *Device
 	ptr   uint64
 	size  int
-	freed bool // owner-thread state
+	freed atomic.Bool // set on the owner thread, read by callers checking their arguments
 }
 
 func (b *buffer) Size() int { return b.size }
@@ -226,13 +250,13 @@ func (d *Device) Alloc(n int) (driver.Buffer, error) {
 	return b, nil
 }
 
-// own returns b as this device's buffer; call it on the owner thread.
+// own returns b as this device's buffer.
 func (d *Device) own(b driver.Buffer) (*buffer, error) {
 	cb, ok := b.(*buffer)
 	if !ok || cb == nil || cb.dev != d {
 		return nil, fmt.Errorf("cuda: %w", driver.ErrForeignHandle)
 	}
-	if cb.freed {
+	if cb.freed.Load() {
 		return nil, fmt.Errorf("cuda: buffer of %d bytes used after Free: %w", cb.size, driver.ErrClosed)
 	}
 	return cb, nil
@@ -245,7 +269,7 @@ func (d *Device) Free(b driver.Buffer) error {
 		if err != nil {
 			return err
 		}
-		cb.freed = true
+		cb.freed.Store(true)
 		delete(d.buffers, cb)
 		if cb.ptr == 0 {
 			return nil
@@ -316,18 +340,19 @@ func (d *Device) Download(dst []byte, src driver.Buffer, off int) error {
 }
 
 // Memset sets n bytes of dst from off to value.
+// It is posted: its arguments are checked here, a driver failure by the next call that waits.
 func (d *Device) Memset(dst driver.Buffer, off, n int, value byte) error {
-	return d.do(func() error {
-		b, err := d.own(dst)
-		if err != nil {
-			return err
-		}
-		if err := checkRange("memset", off, n, b.size); err != nil {
-			return err
-		}
-		if n == 0 {
-			return nil
-		}
+	b, err := d.own(dst)
+	if err != nil {
+		return err
+	}
+	if err := checkRange("memset", off, n, b.size); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	return d.post(func() error {
 		return d.check(d.api.cuMemsetD8Async(b.ptr+uint64(off), value, uintptr(n), d.stream), "cuMemsetD8Async", "")
 	})
 }
@@ -501,7 +526,9 @@ func (m *module) Close() error {
 	})
 }
 
-// Launch queues k. Arguments are checked against the kernel's parameter sizes when known.
+// Launch queues k. Arguments are checked against the kernel's parameter sizes when known, and
+// buffers against their device and Free, before Launch returns; the launch itself is posted,
+// and the driver's verdict on it comes with the next call that waits.
 func (d *Device) Launch(k driver.Kernel, grid, block driver.Dim3, shared int, args ...driver.Arg) error {
 	ck, ok := k.(*kernel)
 	if !ok || ck == nil || ck.mod.dev != d {
@@ -516,13 +543,14 @@ func (d *Device) Launch(k driver.Kernel, grid, block driver.Dim3, shared int, ar
 			return fmt.Errorf("cuda: %w", err)
 		}
 	}
-	return d.do(func() error {
+	packed, err := driver.Pack(args, d.addr)
+	if err != nil {
+		return fmt.Errorf("cuda: launch %s: %w", ck.name, err)
+	}
+	n := len(args)
+	return d.post(func() error {
 		if ck.mod.unloaded {
 			return fmt.Errorf("cuda: launch %s: module unloaded: %w", ck.name, driver.ErrClosed)
-		}
-		packed, err := driver.Pack(args, d.addr)
-		if err != nil {
-			return fmt.Errorf("cuda: launch %s: %w", ck.name, err)
 		}
 		if shared > defaultSharedLimit && shared > ck.sharedMax {
 			// Above 48 KiB a kernel must opt in to more dynamic shared memory.
@@ -535,12 +563,12 @@ func (d *Device) Launch(k driver.Kernel, grid, block driver.Dim3, shared int, ar
 		var pin runtime.Pinner
 		defer pin.Unpin()
 		var params unsafe.Pointer
-		if len(args) > 0 {
+		if n > 0 {
 			// kernelParams is an array of pointers, one per argument, to the values; both it
 			// and the values are Go memory pinned until the call returns.
-			ptrs := make([]uintptr, len(args))
+			ptrs := make([]uintptr, n)
 			pin.Pin(&packed.Words[0])
-			for i := range args {
+			for i := range n {
 				ptrs[i] = uintptr(unsafe.Pointer(&packed.Bytes(i)[0]))
 			}
 			pin.Pin(&ptrs[0])
@@ -558,7 +586,7 @@ func (d *Device) Launch(k driver.Kernel, grid, block driver.Dim3, shared int, ar
 	})
 }
 
-// addr resolves a buffer argument on the owner thread.
+// addr resolves a buffer argument (its address never changes while it is not freed).
 func (d *Device) addr(b driver.Buffer, off int) (uint64, error) {
 	cb, err := d.own(b)
 	if err != nil {
@@ -597,9 +625,13 @@ func (d *Device) ownEvent(e driver.Event) (*event, error) {
 	return ce, nil
 }
 
-// Record queues e on the stream.
+// Record queues e on the stream (posted, as Launch).
 func (d *Device) Record(e driver.Event) error {
-	return d.do(func() error {
+	ce, ok := e.(*event)
+	if !ok || ce == nil || ce.dev != d {
+		return fmt.Errorf("cuda: event: %w", driver.ErrForeignHandle)
+	}
+	return d.post(func() error {
 		ce, err := d.ownEvent(e)
 		if err != nil {
 			return err
@@ -650,9 +682,6 @@ type graph struct {
 }
 
 func (d *Device) graphsSupported() error {
-	if d.opts.NoGraph {
-		return fmt.Errorf("cuda: graphs switched off (RLXSPLAT_GPU_NOGRAPH): %w", driver.ErrUnsupported)
-	}
 	a := &d.api
 	if a.cuStreamBeginCapture == nil || a.cuStreamEndCapture == nil || a.cuGraphInstantiateWithFlag == nil ||
 		a.cuGraphLaunch == nil || a.cuGraphExecDestroy == nil || a.cuGraphDestroy == nil {
@@ -699,10 +728,10 @@ func (d *Device) EndCapture() (driver.Graph, error) {
 	return g, nil
 }
 
-// Launch queues one replay of the graph on the device's stream.
+// Launch queues one replay of the graph on the device's stream (posted, as Device.Launch).
 func (g *graph) Launch() error {
 	d := g.dev
-	return d.do(func() error {
+	return d.post(func() error {
 		if g.closed {
 			return fmt.Errorf("cuda: graph launched after Close: %w", driver.ErrClosed)
 		}
@@ -789,6 +818,7 @@ func (d *Device) Close() error {
 		var errs []error
 		cerr := d.th.Call(func() {
 			a := &d.api
+			errs = append(errs, d.deferred)
 			if d.capturing {
 				var g uintptr
 				if a.cuStreamEndCapture(d.stream, &g) == cudaSuccess && g != 0 {
@@ -798,7 +828,7 @@ func (d *Device) Close() error {
 			}
 			errs = append(errs, d.check(a.cuStreamSynchronize(d.stream), "cuStreamSynchronize", "at close"))
 			for b := range d.buffers {
-				b.freed = true
+				b.freed.Store(true)
 				if b.ptr != 0 {
 					errs = append(errs, d.check(a.cuMemFree(b.ptr), "cuMemFree_v2", "at close"))
 				}

@@ -395,6 +395,28 @@ func TestLaunchChecksArguments(t *testing.T) {
 	}
 }
 
+// TestPostedLaunchFailureReported checks that a launch the driver refuses (a block of more
+// threads than the device has per block), which Launch only queues, is reported once, by the
+// next call that waits, naming the driver call and the kernel.
+func TestPostedLaunchFailureReported(t *testing.T) {
+	d := openTest(t, driver.Options{})
+	k := kernelOf(t, d, selftest(t), "saxpy")
+	b := upload(t, d, []float32{1})
+	if err := d.Launch(k, driver.Dim3{1}, driver.Dim3{4096}, 0, driver.U32(1), driver.F32(1), driver.Ptr(b), driver.Ptr(b), driver.Ptr(b)); err != nil {
+		t.Fatalf("Launch queues the call and should not fail itself: %v", err)
+	}
+	err := d.Sync()
+	if err == nil || !strings.Contains(err.Error(), "cuLaunchKernel(saxpy)") {
+		t.Fatalf("Sync after a refused launch: %v, want the launch's error", err)
+	}
+	if err := d.Sync(); err != nil {
+		t.Fatalf("the failure was reported twice: %v", err)
+	}
+	if got := download(t, d, b, 1)[0]; got != 1 {
+		t.Fatalf("the refused launch ran: %v", got)
+	}
+}
+
 func TestKernelNotFound(t *testing.T) {
 	d := openTest(t, driver.Options{})
 	m, err := d.Compile(selftest(t))
@@ -880,6 +902,16 @@ func BenchmarkLaunch(b *testing.B) {
 		}
 		if lerr != nil {
 			b.Fatal(lerr)
+		}
+	})
+	b.Run("api+sync", func(b *testing.B) { // a launch and a wait: what a lone call costs
+		for b.Loop() {
+			if err := launch(); err != nil {
+				b.Fatal(err)
+			}
+			if err := d.Sync(); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 	b.Run("graph", func(b *testing.B) {

@@ -19,8 +19,10 @@ func (d Dim3) Norm() Dim3 {
 // Every method is safe for concurrent use; the work of concurrent callers is serialised on the
 // device's queue in the order the calls happen to arrive.
 //
-// Offsets and sizes are in bytes. Launch, Memset and (on CUDA) Upload are asynchronous with
-// respect to the host: Download and Sync wait for earlier work.
+// Offsets and sizes are in bytes. Launch, Memset, Record and (on CUDA) Upload are asynchronous
+// with respect to the host: Download and Sync wait for earlier work. A backend may queue the
+// asynchronous calls themselves: then they check their arguments at once, and a failure of
+// the call (not only of the work) is reported by the next call that waits.
 type Device interface {
 	// Info says what the device is and how it compiles kernels.
 	Info() Info
@@ -144,12 +146,6 @@ type Options struct {
 	// Debug synchronises and checks after every launch so that an asynchronous fault is
 	// reported against the kernel that caused it (RLXSPLAT_GPU_DEBUG=1). Slow.
 	Debug bool
-	// NoSpin makes the CUDA backend park its owner thread between calls at once instead of
-	// spinning briefly (RLXSPLAT_GPU_NOSPIN=1): less CPU on a crowded host, more latency per call.
-	NoSpin bool
-	// NoGraph makes BeginCapture report ErrUnsupported (RLXSPLAT_GPU_NOGRAPH=1), so that
-	// engines enqueue every launch one by one: for comparing, or where graphs misbehave.
-	NoGraph bool
 	// PTX holds prebuilt PTX files (NAME.ptx for source NAME.cu, with a header written by
 	// internal/gpu/cmd/genptx) used when no compiler is available. May be nil.
 	PTX fs.FS
