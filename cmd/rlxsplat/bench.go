@@ -172,21 +172,30 @@ func runBench(o *benchOptions, c *config.Config, s *streams) error {
 	var walks []fused.Walk
 	var last engine.StepResult
 	fe, onGPU := eng.(*fused.Engine)
+	// The timed steps cycle through the first nv training views. A GPU engine uploads a view's
+	// target the first time it sees it, once in a training run; the warm-up steps every view
+	// once, so that no timed step pays for an upload.
+	nv := min(len(ds.Train), o.steps)
+	warmup := o.warmup
 	if onGPU {
 		fe.SetGraphs(false) // launch by launch first, with an event between stages
+		warmup = max(warmup, nv)
 	}
-	for i := 0; i < o.warmup+o.steps; i++ {
-		v := ds.Train[i%len(ds.Train)]
+	step := func(j int) (engine.StepResult, error) {
+		v := ds.Train[j%nv]
+		return eng.Step(&engine.View{Index: j % nv, Camera: v.Camera, Target: v.Image.RGB}, so)
+	}
+	for i := 0; i < warmup+o.steps; i++ {
 		t0 := time.Now()
-		res, err := eng.Step(&engine.View{Index: i % len(ds.Train), Camera: v.Camera, Target: v.Image.RGB}, so)
+		res, err := step(i)
 		if err != nil {
 			return err
 		}
 		el := time.Since(t0)
-		if i < o.warmup {
+		if i < warmup {
 			continue
 		}
-		if i == o.warmup && o.profile != "" {
+		if i == warmup && o.profile != "" {
 			if stopProfile, err = startProfile(o.profile); err != nil {
 				return err
 			}
@@ -213,15 +222,13 @@ func runBench(o *benchOptions, c *config.Config, s *streams) error {
 	r := benchResult{Engine: eng.Name(), Dataset: ds.Dir, Width: ds.Train[0].Camera.Width, Height: ds.Train[0].Camera.Height,
 		Gaussians: eng.Len(), Steps: o.steps, StageMs: map[string]float64{}, StepMs: median(total), Entries: last.Entries}
 	if onGPU {
-		// The same number of steps replayed as one graph each, as training runs them: their
-		// device time is the step's without the host's launches, their wall time what a
-		// training step costs.
+		// The same number of steps replayed as one graph each: their device time is the
+		// step's without the host in it, their wall time what graphs would cost a step.
 		fe.SetGraphs(true)
 		var dev, wall []float64
 		for i := 0; i < 2+o.steps; i++ {
-			v := ds.Train[i%len(ds.Train)]
 			t0 := time.Now()
-			res, err := eng.Step(&engine.View{Index: i % len(ds.Train), Camera: v.Camera, Target: v.Image.RGB}, so)
+			res, err := step(i)
 			if err != nil {
 				return err
 			}

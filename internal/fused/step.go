@@ -24,8 +24,8 @@ type pass struct {
 	graphed  bool                     // replayed as a graph: only events 0 and 8 were recorded
 }
 
-// enqueueStep queues the step's work: as one graph replay when graphs are on (SetGraphs) and
-// the device has them, else launch by launch with an event between stages.
+// enqueueStep queues the step's work: launch by launch with an event between stages, or as
+// one graph replay when graphs are on (SetGraphs) and the device has them.
 func (e *Engine) enqueueStep(cam *camera.Camera, tgt gpu.Buffer, o engine.StepOptions, ap []byte) (*pass, error) {
 	if e.graphs && e.set.BinMode != engine.BinCPUConic { // cpu-conic uploads mid-step: not capturable
 		p, err := e.graphStep(cam, tgt, o, ap)
