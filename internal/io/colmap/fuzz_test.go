@@ -25,14 +25,20 @@ func fuzzSeedDirs() [][]string {
 // on a seed that size would parse all of it.
 const maxSeedBytes = 4 << 20
 
-// addSharedSeeds adds every shared file called base (up to maxSeedBytes)
-// as a seed; absent files are skipped, and the generated seeds still run.
+// testdataModel is the repository's own capture (written by internal/demo): its files seed
+// the fuzzers everywhere, ../shared or not.
+var testdataModel = filepath.Join("..", "..", "..", "testdata", "demo", "sparse", "0")
+
+// addSharedSeeds adds every shared file called base (up to maxSeedBytes), and the one in
+// testdata/demo, as a seed; absent files are skipped, and the generated seeds still run.
 func addSharedSeeds(f *testing.F, base string) {
+	dirs := []string{testdataModel}
 	for _, rel := range fuzzSeedDirs() {
-		dir, ok := findShared(rel...)
-		if !ok {
-			continue
+		if dir, ok := findShared(rel...); ok {
+			dirs = append(dirs, dir)
 		}
+	}
+	for _, dir := range dirs {
 		p := filepath.Join(dir, base)
 		if st, err := os.Stat(p); err != nil || st.Size() > maxSeedBytes {
 			continue

@@ -1,12 +1,9 @@
 package colmap
 
 import (
-	"bytes"
-	"encoding/binary"
 	"fmt"
 	"math"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -28,74 +25,20 @@ func sharedPath(t testing.TB, rel ...string) string {
 	return p
 }
 
-// --- a test-only writer, from the same layout the readers document ---
+// --- the binary encoders (write.go), for tests ---
 
 func writeCamerasBinary(t testing.TB, cams map[uint32]Camera) []byte {
 	t.Helper()
-	var b bytes.Buffer
-	le := binary.LittleEndian
-	b.Write(le.AppendUint64(nil, uint64(len(cams))))
-	for _, id := range sortedCameraIDs(cams) {
-		c := cams[id]
-		m, ok := ModelByName(c.Model)
-		if !ok {
-			t.Fatalf("writer: unknown model %q", c.Model)
-		}
-		b.Write(le.AppendUint32(nil, c.ID))
-		b.Write(le.AppendUint32(nil, uint32(m.ID)))
-		b.Write(le.AppendUint64(nil, c.Width))
-		b.Write(le.AppendUint64(nil, c.Height))
-		for _, p := range c.Params {
-			b.Write(le.AppendUint64(nil, math.Float64bits(p)))
-		}
-	}
-	return b.Bytes()
-}
-
-func writeImagesBinary(imgs []Image) []byte {
-	var b []byte
-	le := binary.LittleEndian
-	b = le.AppendUint64(b, uint64(len(imgs)))
-	for _, im := range imgs {
-		b = le.AppendUint32(b, im.ID)
-		for _, v := range im.Q {
-			b = le.AppendUint64(b, math.Float64bits(v))
-		}
-		for _, v := range im.T {
-			b = le.AppendUint64(b, math.Float64bits(v))
-		}
-		b = le.AppendUint32(b, im.CameraID)
-		b = append(b, im.Name...)
-		b = append(b, 0)
-		b = le.AppendUint64(b, uint64(len(im.Points2D)))
-		for _, p := range im.Points2D {
-			b = le.AppendUint64(b, math.Float64bits(p.X))
-			b = le.AppendUint64(b, math.Float64bits(p.Y))
-			b = le.AppendUint64(b, uint64(p.Point3DID))
-		}
+	b, err := EncodeCamerasBinary(cams)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return b
 }
 
-func writePoints3DBinary(pts []Point3D) []byte {
-	var b []byte
-	le := binary.LittleEndian
-	b = le.AppendUint64(b, uint64(len(pts)))
-	for _, p := range pts {
-		b = le.AppendUint64(b, p.ID)
-		for _, v := range p.XYZ {
-			b = le.AppendUint64(b, math.Float64bits(v))
-		}
-		b = append(b, p.RGB[:]...)
-		b = le.AppendUint64(b, math.Float64bits(p.Error))
-		b = le.AppendUint64(b, uint64(len(p.Track)))
-		for _, e := range p.Track {
-			b = le.AppendUint32(b, e.ImageID)
-			b = le.AppendUint32(b, e.Point2DIdx)
-		}
-	}
-	return b
-}
+func writeImagesBinary(imgs []Image) []byte { return EncodeImagesBinary(imgs) }
+
+func writePoints3DBinary(pts []Point3D) []byte { return EncodePoints3DBinary(pts) }
 
 func ftoa(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
@@ -151,15 +94,6 @@ func writePoints3DText(pts []Point3D) []byte {
 		b.WriteString("\n")
 	}
 	return []byte(b.String())
-}
-
-func sortedCameraIDs(cams map[uint32]Camera) []uint32 {
-	ids := make([]uint32, 0, len(cams))
-	for id := range cams {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	return ids
 }
 
 // --- comparisons: exact, with NaN equal to NaN (text cannot keep NaN

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/rlxsplat/rlxsplat/internal/camera"
@@ -69,15 +70,16 @@ func TestModelTable(t *testing.T) {
 func writeModelDir(t *testing.T, m *Model, text bool) string {
 	t.Helper()
 	dir := t.TempDir()
-	files := map[string][]byte{}
-	if text {
-		files["cameras.txt"] = writeCamerasText(m.Cameras)
-		files["images.txt"] = writeImagesText(m.Images)
-		files["points3D.txt"] = writePoints3DText(m.Points)
-	} else {
-		files["cameras.bin"] = writeCamerasBinary(t, m.Cameras)
-		files["images.bin"] = writeImagesBinary(m.Images)
-		files["points3D.bin"] = writePoints3DBinary(m.Points)
+	if !text {
+		if err := WriteBinary(dir, m); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	files := map[string][]byte{
+		"cameras.txt":  writeCamerasText(m.Cameras),
+		"images.txt":   writeImagesText(m.Images),
+		"points3D.txt": writePoints3DText(m.Points),
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
@@ -117,6 +119,27 @@ func TestRoundTrip(t *testing.T) {
 				t.Errorf("points differ: %s", d)
 			}
 		})
+	}
+}
+
+// TestWriteBinaryRejects checks that the writer refuses cameras the readers would refuse.
+func TestWriteBinaryRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cam  Camera
+		want string
+	}{
+		{"unknown model", Camera{ID: 3, Model: "FISHEYE_9000", Width: 4, Height: 4}, `camera 3: unknown camera model "FISHEYE_9000"`},
+		{"parameter count", Camera{ID: 4, Model: "PINHOLE", Width: 4, Height: 4, Params: []float64{1, 2, 3}}, "camera 4: model PINHOLE takes 4 parameters, have 3"},
+	} {
+		dir := filepath.Join(t.TempDir(), "sparse")
+		err := WriteBinary(dir, &Model{Cameras: map[uint32]Camera{tc.cam.ID: tc.cam}})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), dir) {
+			t.Errorf("%s: %v, want an error naming %s and %q", tc.name, err, dir, tc.want)
+		}
+		if _, serr := os.Stat(dir); !os.IsNotExist(serr) {
+			t.Errorf("%s: the refused model left %s behind", tc.name, dir)
+		}
 	}
 }
 
