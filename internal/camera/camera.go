@@ -89,6 +89,32 @@ func RotationFromQuat(w, x, y, z float64) [3][3]float64 {
 	}
 }
 
+// QuatFromRotation is the inverse of RotationFromQuat: the unit quaternion (w,x,y,z), w ≥ 0,
+// of a rotation matrix, from its largest diagonal combination so that no division is by a
+// small number (Shepperd's method).
+func QuatFromRotation(r [3][3]float64) (w, x, y, z float64) {
+	tr := r[0][0] + r[1][1] + r[2][2]
+	switch {
+	case tr >= r[0][0] && tr >= r[1][1] && tr >= r[2][2]:
+		s := 2 * math.Sqrt(1+tr)
+		w, x, y, z = s/4, (r[2][1]-r[1][2])/s, (r[0][2]-r[2][0])/s, (r[1][0]-r[0][1])/s
+	case r[0][0] >= r[1][1] && r[0][0] >= r[2][2]:
+		s := 2 * math.Sqrt(1+r[0][0]-r[1][1]-r[2][2])
+		w, x, y, z = (r[2][1]-r[1][2])/s, s/4, (r[0][1]+r[1][0])/s, (r[0][2]+r[2][0])/s
+	case r[1][1] >= r[2][2]:
+		s := 2 * math.Sqrt(1+r[1][1]-r[0][0]-r[2][2])
+		w, x, y, z = (r[0][2]-r[2][0])/s, (r[0][1]+r[1][0])/s, s/4, (r[1][2]+r[2][1])/s
+	default:
+		s := 2 * math.Sqrt(1+r[2][2]-r[0][0]-r[1][1])
+		w, x, y, z = (r[1][0]-r[0][1])/s, (r[0][2]+r[2][0])/s, (r[1][2]+r[2][1])/s, s/4
+	}
+	if w < 0 {
+		w, x, y, z = -w, -x, -y, -z
+	}
+	n := math.Sqrt(w*w + x*x + y*y + z*z)
+	return w / n, x / n, y / n, z / n
+}
+
 // LookAt returns the world-to-camera rotation and translation of a camera at eye looking at
 // target, with down the world direction that should appear downwards in the image (COLMAP
 // axes: x right, y down, z forward). down must not be parallel to the view direction.

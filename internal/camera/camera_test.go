@@ -212,3 +212,27 @@ func TestLookAt(t *testing.T) {
 		}
 	}
 }
+
+// TestQuatFromRotation round-trips quaternions of every branch (trace largest, then each
+// diagonal entry largest) through RotationFromQuat.
+func TestQuatFromRotation(t *testing.T) {
+	for _, q := range [][4]float64{
+		{0.9, 0.2, -0.3, 0.25},   // trace largest
+		{0.1, 0.95, 0.2, -0.2},   // x
+		{0.05, -0.2, 0.97, 0.1},  // y
+		{0.02, 0.1, -0.15, 0.98}, // z
+		{1, 0, 0, 0},
+		{0, 0, 0, 1}, // 180° about z
+	} {
+		n := math.Sqrt(q[0]*q[0] + q[1]*q[1] + q[2]*q[2] + q[3]*q[3])
+		want := [4]float64{q[0] / n, q[1] / n, q[2] / n, q[3] / n}
+		w, x, y, z := camera.QuatFromRotation(camera.RotationFromQuat(q[0], q[1], q[2], q[3]))
+		got := [4]float64{w, x, y, z}
+		for i := range got {
+			if math.Abs(got[i]-want[i]) > 1e-12 {
+				t.Errorf("quaternion %v: got %v back, want %v", q, got, want)
+				break
+			}
+		}
+	}
+}
