@@ -226,15 +226,18 @@ var kernelRe = regexp.MustCompile(`KERNEL\s+(\w+)\s*\(`)
 
 func (d *emuDevice) Compile(src driver.Source) (driver.Module, error) {
 	hash := src.Hash()
-	dir := filepath.Join(d.dir, hash[:16])
+	emuPrelude, err := fs.ReadFile(shaders.Sources(), "prelude_emu.h")
+	if err != nil {
+		return nil, fmt.Errorf("emu: %w", err)
+	}
+	// The unit is built against prelude_emu.h, which the source's hash does not cover (it
+	// names prelude_cuda.h): key the cache on both, so that an edit to the emulator rebuilds.
+	key := sha256.Sum256([]byte(hash + "\x00" + string(emuPrelude)))
+	dir := filepath.Join(d.dir, hex.EncodeToString(key[:8]))
 	so := filepath.Join(dir, "unit.so")
 	if _, err := os.Stat(so); err != nil {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
-		}
-		emuPrelude, err := fs.ReadFile(shaders.Sources(), "prelude_emu.h")
-		if err != nil {
-			return nil, fmt.Errorf("emu: %w", err)
 		}
 		for name, text := range src.Headers {
 			if name == "prelude_cuda.h" {
