@@ -1,21 +1,32 @@
 // bin.cu — design.md §5 step 2 on the device: for every valid splat, the tiles its footprint
-// reaches (internal/prep/bin.go's Emit is the CPU twin), as 64-bit keys tile<<32 | depth bits
-// with splat-id values. Modes: conic = 1 (gpu-conic) keeps a tile only when prep's exact
-// TileHit test passes; conic = 0 (gpu-radius-aabb) keeps every tile of the rect.
+// reaches (internal/prep/bin.go's Emit is the CPU twin), emitted in depth order as u32 tile
+// keys with splat-id values, for sort.cu's stable tile pass. Modes: conic = 1 (gpu-conic)
+// keeps a tile only when prep's exact TileHit test passes; conic = 0 (gpu-radius-aabb) keeps
+// every tile of the rect.
 //
-// bin_count: one thread per splat i < n, plus thread n, which writes counts[n] = 0 so that the
-//   exclusive scan of counts ends with the total. A splat whose box has more than bigArea
-//   tiles is queued in bigList (readout[RO_BIG] of them, in no particular order) for
-//   bin_count_big, a warp per splat.
-//   valid [n] u32, boundCenter [n,2], boundQ [n,3] f32, rect [n,4] i32; counts [n+1] u32,
-//   bigList [n] u32
-// bin_total: one thread; offsets [n+1] u32 (the scan of counts); writes readout[RO_ENTRIES] and
+// The host runs: bin_count, bin_count_big, sort.cu over the splats' depth keys (4 passes),
+// bin_rank, a scan of the ranked counts, bin_total, bin_emit, bin_emit_big.
+//
+// bin_count: one thread per splat i < n, plus thread n, which writes counts[n] = 0. A splat
+//   whose box has more than bigArea tiles is queued in bigList (readout[RO_BIG] of them, in no
+//   particular order) for bin_count_big, a warp per splat; the others' hits are kept as a bit
+//   mask (bit k: tile k of the box, row-major; bigArea ≤ 32), so that bin_emit need not test
+//   the tiles again (the exact test is float64 arithmetic). It also writes the depth sort's
+//   input: dkeys[i] = the depth's bits (positive floats order as their bits) for a valid
+//   splat, 2³²−1 otherwise (they sort last and emit nothing), and order[i] = i, so that the
+//   stable sort leaves equal depths in splat-id order.
+//   valid [n] u32, depth [n] f32, boundCenter [n,2], boundQ [n,3] f32, rect [n,4] i32;
+//   counts [n+1] u32, bigList [n] u32, dkeys [n] u32, order [n] u32, hitMask [n] u32
+// bin_rank: one thread per rank r ≤ n over the depth-sorted order: ranked[r] = counts[order[r]]
+//   (ranked[n] = 0, so that the exclusive scan of ranked ends with the total), rankOf[order[r]]
+//   = r. After the scan ranked[r] is where the r-th nearest splat's entries start.
+// bin_total: one thread; ranked [n+1] u32 scanned; writes readout[RO_ENTRIES] and
 //   readout[RO_ABORT] = entries > cap (every later stage then does nothing, and the host grows
 //   the lists and runs the step again: entries are never dropped silently).
-// bin_emit: one thread per splat; writes its entries from offsets[i] in row-major tile order,
-//   so that the stable sort keeps splat-id order among equal keys. bin_emit_big does the
-//   queued splats, a warp each, in the same order.
-//   depth [n] f32; keys [cap] u64, ids [cap] u32
+// bin_emit: one thread per splat; writes the tiles of its hit mask from ranked[rankOf[i]] in
+//   row-major order. bin_emit_big tests the queued splats' tiles again, a warp each, and
+//   writes them in the same order.
+//   keys [cap] u32 tile ids, ids [cap] u32 splat ids
 #include "prelude_cuda.h"
 #include "common.h"
 #include "readout.h"
@@ -76,28 +87,37 @@ DEVICE bool splat_tile_hit(Cam cam, const GPTR float* boundCenter, const GPTR fl
                     tx * ts, ty * ts, px1, py1);
 }
 
-KERNEL bin_count(Cam cam, const GPTR u32* valid, const GPTR float* boundCenter, const GPTR float* boundQ,
-                 const GPTR i32* rect, u32 conic, int bigArea, GPTR u32* counts, GPTR u32* readout, GPTR u32* bigList)
+KERNEL bin_count(Cam cam, const GPTR u32* valid, const GPTR float* depth, const GPTR float* boundCenter,
+                 const GPTR float* boundQ, const GPTR i32* rect, u32 conic, int bigArea, GPTR u32* counts,
+                 GPTR u32* readout, GPTR u32* bigList, GPTR u32* dkeys, GPTR u32* order, GPTR u32* hitMask)
 {
     u32 n = (u32)cam.n;
     u32 i = BID * BDIM + TID;
     if (i > n) return;
-    if (i == n || !valid[i]) {
+    if (i == n) {
         counts[i] = 0u;
         return;
     }
+    order[i] = i;
+    if (!valid[i]) {
+        counts[i] = 0u;
+        dkeys[i] = 0xffffffffu;
+        return;
+    }
+    dkeys[i] = f32_bits(depth[i]);
     int area = rect_area(rect, i);
     if (area > bigArea) {
         counts[i] = 0u; // bin_count_big writes it
         bigList[atom_add_u32(&readout[RO_BIG], 1u)] = i;
         return;
     }
-    u32 count = 0;
+    u32 mask = 0;
     for (int k = 0; k < area; k++) {
         int tile;
-        if (splat_tile_hit(cam, boundCenter, boundQ, rect, conic, i, k, &tile)) count++;
+        if (splat_tile_hit(cam, boundCenter, boundQ, rect, conic, i, k, &tile)) mask |= 1u << k;
     }
-    counts[i] = count;
+    counts[i] = popc(mask);
+    hitMask[i] = mask;
 }
 
 // bin_count_big: a grid-stride loop of warps over the readout[RO_BIG] queued splats; the lanes
@@ -120,6 +140,19 @@ KERNEL bin_count_big(Cam cam, const GPTR float* boundCenter, const GPTR float* b
     }
 }
 
+KERNEL bin_rank(const GPTR u32* counts, const GPTR u32* order, u32 n, GPTR u32* ranked, GPTR u32* rankOf)
+{
+    u32 r = BID * BDIM + TID;
+    if (r > n) return;
+    if (r == n) {
+        ranked[n] = 0u;
+        return;
+    }
+    u32 i = order[r];
+    ranked[r] = counts[i];
+    rankOf[i] = r;
+}
+
 KERNEL bin_total(const GPTR u32* offsets, u32 n, u32 cap, GPTR u32* readout)
 {
     if (BID * BDIM + TID != 0u) return;
@@ -128,9 +161,9 @@ KERNEL bin_total(const GPTR u32* offsets, u32 n, u32 cap, GPTR u32* readout)
     readout[RO_ABORT] = total > cap ? 1u : 0u;
 }
 
-KERNEL bin_emit(Cam cam, const GPTR u32* valid, const GPTR float* depth, const GPTR float* boundCenter,
-                const GPTR float* boundQ, const GPTR i32* rect, u32 conic, const GPTR u32* offsets,
-                int bigArea, const GPTR u32* readout, GPTR u64* keys, GPTR u32* ids)
+KERNEL bin_emit(Cam cam, const GPTR u32* valid, const GPTR i32* rect, const GPTR u32* hitMask,
+                const GPTR u32* ranked, const GPTR u32* rankOf, int bigArea, const GPTR u32* readout,
+                GPTR u32* keys, GPTR u32* ids)
 {
     if (readout[RO_ABORT]) return;
     u32 n = (u32)cam.n;
@@ -138,12 +171,11 @@ KERNEL bin_emit(Cam cam, const GPTR u32* valid, const GPTR float* depth, const G
     if (i >= n || !valid[i]) return;
     int area = rect_area(rect, i);
     if (area > bigArea) return; // bin_emit_big
-    u64 d = (u64)f32_bits(depth[i]);
-    u32 at = offsets[i];
-    for (int k = 0; k < area; k++) {
-        int tile;
-        if (!splat_tile_hit(cam, boundCenter, boundQ, rect, conic, i, k, &tile)) continue;
-        keys[at] = ((u64)(u32)tile << 32) | d;
+    u32 at = ranked[rankOf[i]];
+    int rx0 = rect[i * 4], ry0 = rect[i * 4 + 1], rw = rect[i * 4 + 2] - rx0;
+    for (u32 mask = hitMask[i]; mask != 0u; mask &= mask - 1u) {
+        int k = (int)popc((mask & (0u - mask)) - 1u); // the lowest set bit
+        keys[at] = (u32)((ry0 + k / rw) * cam.tilesX + rx0 + k % rw);
         ids[at] = i;
         at++;
     }
@@ -152,9 +184,9 @@ KERNEL bin_emit(Cam cam, const GPTR u32* valid, const GPTR float* depth, const G
 // bin_emit_big writes the queued splats' entries, a warp per splat: each lane's position is its
 // splat's offset plus the hits of the lower lanes and of the earlier rounds, which keeps the
 // row-major tile order of bin_emit.
-KERNEL bin_emit_big(Cam cam, const GPTR float* depth, const GPTR float* boundCenter, const GPTR float* boundQ,
-                    const GPTR i32* rect, u32 conic, const GPTR u32* offsets, const GPTR u32* readout,
-                    const GPTR u32* bigList, GPTR u64* keys, GPTR u32* ids)
+KERNEL bin_emit_big(Cam cam, const GPTR float* boundCenter, const GPTR float* boundQ, const GPTR i32* rect,
+                    u32 conic, const GPTR u32* ranked, const GPTR u32* rankOf, const GPTR u32* readout,
+                    const GPTR u32* bigList, GPTR u32* keys, GPTR u32* ids)
 {
     if (readout[RO_ABORT]) return;
     u32 big = readout[RO_BIG];
@@ -163,15 +195,14 @@ KERNEL bin_emit_big(Cam cam, const GPTR float* depth, const GPTR float* boundCen
     for (u32 b = BID * (BDIM / WARP) + WARP_ID; b < big; b += warps) {
         u32 i = bigList[b];
         int area = rect_area(rect, i);
-        u64 d = (u64)f32_bits(depth[i]);
-        u32 at = offsets[i];
+        u32 at = ranked[rankOf[i]];
         for (int k0 = 0; k0 < area; k0 += (int)WARP) {
             int k = k0 + (int)LANE, tile = 0;
             bool hit = k < area && splat_tile_hit(cam, boundCenter, boundQ, rect, conic, i, k, &tile);
             u32 mask = warp_ballot(hit);
             if (hit) {
                 u32 slot = at + popc(mask & below);
-                keys[slot] = ((u64)(u32)tile << 32) | d;
+                keys[slot] = (u32)tile;
                 ids[slot] = i;
             }
             at += popc(mask);

@@ -3,12 +3,12 @@
 //
 // tile_ranges: one thread per entry i < m = readout[RO_ENTRIES] (grid sized for the list
 //   capacity, at least one thread); nothing runs when readout[RO_ABORT] is set.
-//   keys [m] u64 sorted; offsets [numTiles+1] u32: offsets[t] is the first entry of tile t,
-//   offsets[numTiles] = m. Thread i writes the offsets of the tiles that start at i.
+//   keys [m] u32 sorted tile ids (sort.cu's tile pass); offsets [numTiles+1] u32: offsets[t]
+//   is the first entry of tile t, offsets[numTiles] = m. Thread i writes the offsets of the tiles that start at i.
 #include "prelude_cuda.h"
 #include "readout.h"
 
-KERNEL tile_ranges(const GPTR u64* keys, const GPTR u32* readout, u32 numTiles, GPTR u32* offsets)
+KERNEL tile_ranges(const GPTR u32* keys, const GPTR u32* readout, u32 numTiles, GPTR u32* offsets)
 {
     if (readout[RO_ABORT]) return;
     u32 m = readout[RO_ENTRIES];
@@ -19,8 +19,8 @@ KERNEL tile_ranges(const GPTR u64* keys, const GPTR u32* readout, u32 numTiles, 
         return;
     }
     if (i >= m) return;
-    u32 tile = (u32)(keys[i] >> 32);
-    u32 from = i == 0u ? 0u : (u32)(keys[i - 1u] >> 32) + 1u;
+    u32 tile = keys[i];
+    u32 from = i == 0u ? 0u : keys[i - 1u] + 1u;
     for (u32 t = from; t <= tile; t++) offsets[t] = i;
     if (i == m - 1u)
         for (u32 t = tile + 1u; t <= numTiles; t++) offsets[t] = m;

@@ -1,11 +1,15 @@
-// sort.cu — design.md §5 step 3: a stable LSD radix sort of the 64-bit tile-list keys with their
-// u32 splat-id values, 8 bits per pass over the 32 depth bits and as many tile bits as there are
-// tiles (the host runs ceil((32+bits(tiles))/8) passes, ping-ponging two buffer pairs). Equal
-// keys keep their emission order (splat-id order), so every engine gets identical lists
-// (internal/prep's Binner.sort is the CPU twin).
+// sort.cu — design.md §5 step 3: a stable LSD radix sort of 32-bit keys with u32 values, 8 bits
+// a pass (the host runs as many passes as the keys have bits, ping-ponging two buffer pairs).
+// Binning uses it twice (internal/fused/bin.go, sort.go): once over the splats by depth, and
+// once over the tile-list entries by tile. Because the entries are emitted in depth order, the
+// stable tile sort leaves each tile's list ordered by depth, equal depths in splat-id order —
+// the order of internal/prep's Binner.sort, which sorts tile<<32 | depth keys in one go. Two
+// short sorts move far fewer bytes than one over 64-bit keys: the depth bits are sorted once
+// per splat instead of once per entry.
 //
-// Both kernels: blocks of exactly 256 threads; block b owns elements [4096b, 4096b+4096) of the
-// m = readout[RO_ENTRIES] entries; nothing runs when readout[RO_ABORT] is set.
+// Both kernels: blocks of exactly 256 threads; block b owns elements [4096b, 4096b+4096) of
+// the m elements, m = count, or readout[RO_ENTRIES] when fromReadout is set (the entry count is
+// only known on the device); nothing runs when readout[RO_ABORT] is set.
 // sort_hist: hist [256*nb] u32 digit-major: hist[d*nb + b] = count of digit d in block b.
 // (The host scans hist exclusively into offsets.)
 // sort_scatter: writes every element to offsets[d*nb + b] plus its rank among the elements of
@@ -18,31 +22,38 @@
 #define SORT_ROUNDS 16u
 #define SORT_CHUNK (SORT_THREADS * SORT_ROUNDS)
 
-KERNEL sort_hist(const GPTR u64* keys, const GPTR u32* readout, u32 shift, u32 nb, GPTR u32* hist)
+DEVICE u32 sort_count(const GPTR u32* readout, u32 count, u32 fromReadout)
+{
+    return fromReadout ? readout[RO_ENTRIES] : count;
+}
+
+KERNEL sort_hist(const GPTR u32* keys, const GPTR u32* readout, u32 count, u32 fromReadout, u32 shift, u32 nb,
+                 GPTR u32* hist)
 {
     if (readout[RO_ABORT]) return;
     SHARED u32 h[256];
-    u32 m = readout[RO_ENTRIES];
+    u32 m = sort_count(readout, count, fromReadout);
     h[TID] = 0u;
     BARRIER();
     u32 base = BID * SORT_CHUNK;
     u32 end = m < base + SORT_CHUNK ? m : base + SORT_CHUNK;
     for (u32 idx = base + TID; idx < end; idx += SORT_THREADS) {
-        u32 d = (u32)(keys[idx] >> shift) & 255u;
+        u32 d = (keys[idx] >> shift) & 255u;
         shared_add_u32(&h[d], 1u);
     }
     BARRIER();
     hist[TID * nb + BID] = h[TID];
 }
 
-KERNEL sort_scatter(const GPTR u64* keysIn, const GPTR u32* valsIn, GPTR u64* keysOut, GPTR u32* valsOut,
-                    const GPTR u32* readout, u32 shift, u32 nb, const GPTR u32* offsets)
+KERNEL sort_scatter(const GPTR u32* keysIn, const GPTR u32* valsIn, GPTR u32* keysOut, GPTR u32* valsOut,
+                    const GPTR u32* readout, u32 count, u32 fromReadout, u32 shift, u32 nb,
+                    const GPTR u32* offsets)
 {
     if (readout[RO_ABORT]) return;
     SHARED u32 base[256];
     SHARED u32 wcnt[8 * 256]; // [warp][digit]
     SHARED u32 roundTot[256];
-    u32 m = readout[RO_ENTRIES];
+    u32 m = sort_count(readout, count, fromReadout);
     base[TID] = offsets[TID * nb + BID];
     u32 start = BID * SORT_CHUNK;
     u32 lane = LANE, warp = WARP_ID;
@@ -52,12 +63,11 @@ KERNEL sort_scatter(const GPTR u64* keysIn, const GPTR u32* valsIn, GPTR u64* ke
         if (first >= m) break; // the same for every thread of the block
         u32 idx = first + TID;
         bool ok = idx < m;
-        u64 key = 0;
-        u32 val = 0, d = 0;
+        u32 key = 0, val = 0, d = 0;
         if (ok) {
             key = keysIn[idx];
             val = valsIn[idx];
-            d = (u32)(key >> shift) & 255u;
+            d = (key >> shift) & 255u;
         }
         // Lanes with the same digit: intersect the ballots of each digit bit.
         u32 peers = warp_ballot(ok);

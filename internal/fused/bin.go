@@ -6,9 +6,13 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 )
 
+// depthSortPasses is the radix passes of the splats' depth sort: 32-bit keys, 8 bits a pass.
+const depthSortPasses = 4
+
 // bin launches bin.cu (design.md §5 step 2): count the tiles of every splat (small boxes a
-// thread each, large ones a warp each), scan the counts into offsets, publish the total (and the
-// overflow flag), and emit the keys (again small and large apart).
+// thread each, large ones a warp each), sort the splats by depth, scan the counts in depth
+// order into offsets, publish the total (and the overflow flag), and emit the entries (again
+// small and large apart) in depth order, ready for sort's stable pass over the tiles.
 func (e *Engine) bin(cam *camera.Camera, shDegree int) error {
 	n := e.n
 	conic := uint32(1)
@@ -17,8 +21,9 @@ func (e *Engine) bin(cam *camera.Camera, shDegree int) error {
 	}
 	cb := gpu.Bytes(camBytes(cam, &e.set, shDegree, n))
 	if err := e.dev.Launch(e.k.binCount, gpu.BlocksFor(uint32(n+1), 256), gpu.Dim3{256}, 0,
-		cb, gpu.Ptr(e.valid), gpu.Ptr(e.boundCenter), gpu.Ptr(e.boundQ), gpu.Ptr(e.rect), gpu.U32(conic),
-		gpu.I32(int32(e.bigArea)), gpu.Ptr(e.counts), gpu.Ptr(e.readoutBuf), gpu.Ptr(e.bigList)); err != nil {
+		cb, gpu.Ptr(e.valid), gpu.Ptr(e.depth), gpu.Ptr(e.boundCenter), gpu.Ptr(e.boundQ), gpu.Ptr(e.rect), gpu.U32(conic),
+		gpu.I32(int32(e.bigArea)), gpu.Ptr(e.counts), gpu.Ptr(e.readoutBuf), gpu.Ptr(e.bigList),
+		gpu.Ptr(e.depthKeys), gpu.Ptr(e.order), gpu.Ptr(e.hitMask)); err != nil {
 		return err
 	}
 	big := bigGrid(n)
@@ -27,21 +32,30 @@ func (e *Engine) bin(cam *camera.Camera, shDegree int) error {
 		gpu.Ptr(e.readoutBuf), gpu.Ptr(e.bigList), gpu.Ptr(e.counts)); err != nil {
 		return err
 	}
-	if err := e.scan(e.counts, n+1); err != nil {
+	order, err := e.radixSort(sortPair{e.depthKeys, e.order}, sortPair{e.depthKeysTmp, e.orderTmp},
+		n, false, depthSortPasses)
+	if err != nil {
+		return err
+	}
+	if err := e.dev.Launch(e.k.binRank, gpu.BlocksFor(uint32(n+1), 256), gpu.Dim3{256}, 0,
+		gpu.Ptr(e.counts), gpu.Ptr(order.vals), gpu.U32(uint32(n)), gpu.Ptr(e.ranked), gpu.Ptr(e.rankOf)); err != nil {
+		return err
+	}
+	if err := e.scan(e.ranked, n+1); err != nil {
 		return err
 	}
 	if err := e.dev.Launch(e.k.binTotal, gpu.Dim3{1}, gpu.Dim3{32}, 0,
-		gpu.Ptr(e.counts), gpu.U32(uint32(n)), gpu.U32(uint32(e.listCap)), gpu.Ptr(e.readoutBuf)); err != nil {
+		gpu.Ptr(e.ranked), gpu.U32(uint32(n)), gpu.U32(uint32(e.listCap)), gpu.Ptr(e.readoutBuf)); err != nil {
 		return err
 	}
 	if err := e.dev.Launch(e.k.binEmit, gpu.BlocksFor(uint32(n), 256), gpu.Dim3{256}, 0,
-		cb, gpu.Ptr(e.valid), gpu.Ptr(e.depth), gpu.Ptr(e.boundCenter), gpu.Ptr(e.boundQ), gpu.Ptr(e.rect),
-		gpu.U32(conic), gpu.Ptr(e.counts), gpu.I32(int32(e.bigArea)), gpu.Ptr(e.readoutBuf), gpu.Ptr(e.keys), gpu.Ptr(e.ids)); err != nil {
+		cb, gpu.Ptr(e.valid), gpu.Ptr(e.rect), gpu.Ptr(e.hitMask), gpu.Ptr(e.ranked), gpu.Ptr(e.rankOf),
+		gpu.I32(int32(e.bigArea)), gpu.Ptr(e.readoutBuf), gpu.Ptr(e.keys), gpu.Ptr(e.ids)); err != nil {
 		return err
 	}
 	return e.dev.Launch(e.k.binEmitBig, big, gpu.Dim3{256}, 0,
-		cb, gpu.Ptr(e.depth), gpu.Ptr(e.boundCenter), gpu.Ptr(e.boundQ), gpu.Ptr(e.rect), gpu.U32(conic),
-		gpu.Ptr(e.counts), gpu.Ptr(e.readoutBuf), gpu.Ptr(e.bigList), gpu.Ptr(e.keys), gpu.Ptr(e.ids))
+		cb, gpu.Ptr(e.boundCenter), gpu.Ptr(e.boundQ), gpu.Ptr(e.rect), gpu.U32(conic),
+		gpu.Ptr(e.ranked), gpu.Ptr(e.rankOf), gpu.Ptr(e.readoutBuf), gpu.Ptr(e.bigList), gpu.Ptr(e.keys), gpu.Ptr(e.ids))
 }
 
 // bigGrid is the grid of the warp-per-splat bin kernels: they loop over however many splats

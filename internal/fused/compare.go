@@ -453,12 +453,12 @@ func (r *rows) lists(name string, want *prep.TileLists, entries int) {
 		r.count(name, 1, 1, fmt.Sprintf("%d entries, cpu %d", entries, len(want.IDs)))
 		return
 	}
-	keys := download[uint64](r, fe.sortedKeys, 0, entries)
+	keys := download[uint32](r, fe.sortedKeys, 0, entries)
 	ids := download[uint32](r, fe.sortedIDs, 0, entries)
 	var diffs []string
 	for i := range keys {
-		if keys[i] != want.Keys[i] || int32(ids[i]) != want.IDs[i] {
-			diffs = append(diffs, fmt.Sprintf("#%d: tile %d splat %d (cpu tile %d splat %d)", i, keys[i]>>32, ids[i], want.Keys[i]>>32, want.IDs[i]))
+		if uint64(keys[i]) != want.Keys[i]>>32 || int32(ids[i]) != want.IDs[i] {
+			diffs = append(diffs, fmt.Sprintf("#%d: tile %d splat %d (cpu tile %d splat %d)", i, keys[i], ids[i], want.Keys[i]>>32, want.IDs[i]))
 		}
 	}
 	note := fmt.Sprintf("%d entries", entries)
@@ -483,7 +483,8 @@ func (r *rows) lists(name string, want *prep.TileLists, entries int) {
 // 0xFF bytes: NaN for floats, 2³²−1 for words, so that anything a stage fails to write shows.
 func (e *Engine) poison() error {
 	for _, b := range []gpu.Buffer{e.grads, e.valid, e.depth, e.opacity, e.color, e.mean2d, e.conic, e.rayU, e.rayA,
-		e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.counts, e.keys, e.ids, e.keysTmp, e.idsTmp,
+		e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.counts, e.depthKeys, e.order, e.depthKeysTmp, e.orderTmp, e.ranked, e.rankOf,
+		e.hitMask, e.keys, e.ids, e.keysTmp, e.idsTmp,
 		e.hist, e.tileOffsets, e.image, e.finalT, e.count, e.dImage, e.rays, e.hq, e.dmap, e.hd,
 		e.partAbs, e.partSq, e.partSSIM} {
 		if b == nil {

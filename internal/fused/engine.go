@@ -48,11 +48,15 @@ type Engine struct {
 	pg                                                      gpu.Buffer // [pgFloats·capN]
 	grad2d, statAccum, statCount, statMaxRadius, counts     gpu.Buffer
 	bigList                                                 gpu.Buffer // bin.cu: splats queued for a warp each
-	editSrc                                                 gpu.Buffer // edit.cu: the plan's source splat per new splat
-	adamStep                                                int64
+	// bin.cu's depth sort of the splats (keys, ids and their ping-pong pair), the tile counts
+	// in depth order (scanned into offsets: n+1 words) and each splat's rank in that order.
+	depthKeys, order, depthKeysTmp, orderTmp, ranked, rankOf gpu.Buffer
+	hitMask                                                  gpu.Buffer // bin.cu: each small box's tiles hit
+	editSrc                                                  gpu.Buffer // edit.cu: the plan's source splat per new splat
+	adamStep                                                 int64
 
-	// Tile lists, capacity listCap entries; sortedKeys/IDs name the pair that holds the
-	// sorted lists after the last sort.
+	// Tile lists, capacity listCap entries: u32 tile keys and splat ids; sortedKeys/IDs name
+	// the pair that holds the sorted lists after the last sort. hist serves both sorts.
 	listCap                          int
 	bigArea                          int // bin.cu: boxes of more tiles get a warp each
 	keys, ids, keysTmp, idsTmp, hist gpu.Buffer
@@ -83,6 +87,7 @@ type Engine struct {
 	binner    prep.Binner
 	hostProj  *prep.Projected
 	hostLists prep.TileLists
+	hostTiles []uint32 // hostLists' tile ids, as the device's lists hold them
 	hostG     *splat.Gaussians
 
 	// Device memory held in buffers that ensure allocated (every buffer that scales with the
@@ -144,7 +149,7 @@ func checkSettings(set *engine.Settings, g *splat.Gaussians) error {
 }
 
 // defaultBigArea is the box size, in tiles, above which bin.cu tests a splat's tiles with a
-// whole warp rather than one thread.
+// whole warp rather than one thread. At most 32: bin_count keeps a small box's hits in a u32.
 const defaultBigArea = 16
 
 // newOnDevice builds an engine on an open device (the tests pass an emulated one).
@@ -232,6 +237,8 @@ func (e *Engine) growSplats(n int) error {
 		{&e.valid, 1}, {&e.depth, 1}, {&e.opacity, 1}, {&e.color, 3}, {&e.mean2d, 2}, {&e.conic, 3},
 		{&e.boundCenter, 2}, {&e.boundQ, 3}, {&e.rect, 4}, {&e.radius, 1}, {&e.pg, pgFloats},
 		{&e.grad2d, 1}, {&e.bigList, 1}, {&e.statAccum, 1}, {&e.statCount, 1}, {&e.statMaxRadius, 1},
+		{&e.depthKeys, 1}, {&e.order, 1}, {&e.depthKeysTmp, 1}, {&e.orderTmp, 1}, {&e.rankOf, 1},
+		{&e.hitMask, 1},
 	}
 	if e.set.Render == prep.Ray {
 		bufs = append(bufs, struct {
@@ -247,11 +254,25 @@ func (e *Engine) growSplats(n int) error {
 			return fmt.Errorf("fused: buffers for %d Gaussians: %w", c, err)
 		}
 	}
-	if err := e.ensure(&e.counts, (c+1)*f); err != nil {
-		return fmt.Errorf("fused: buffers for %d Gaussians: %w", c, err)
+	for _, b := range []*gpu.Buffer{&e.counts, &e.ranked} {
+		if err := e.ensure(b, (c+1)*f); err != nil {
+			return fmt.Errorf("fused: buffers for %d Gaussians: %w", c, err)
+		}
 	}
 	e.capN = c
+	if err := e.ensureHist(c); err != nil {
+		return err
+	}
 	return e.ensureScan(c + 1)
+}
+
+// ensureHist sizes the sort histograms (and the scan over them) for sorting elements keys.
+func (e *Engine) ensureHist(elements int) error {
+	nb := sortBlocks(elements)
+	if err := e.ensure(&e.hist, 256*nb*4); err != nil {
+		return fmt.Errorf("fused: sort histograms: %w", err)
+	}
+	return e.ensureScan(256 * nb)
 }
 
 // ensureScan sizes the scan's per-level block sums for arrays of up to n elements.
@@ -283,22 +304,13 @@ func (e *Engine) growLists(entries int) error {
 		return nil
 	}
 	c := max(entries+entries/4, 1024)
-	for _, b := range []*gpu.Buffer{&e.keys, &e.keysTmp} {
-		if err := e.ensure(b, c*8); err != nil {
-			return fmt.Errorf("fused: tile lists of %d entries (%d Gaussians): %w", c, e.n, err)
-		}
-	}
-	for _, b := range []*gpu.Buffer{&e.ids, &e.idsTmp} {
+	for _, b := range []*gpu.Buffer{&e.keys, &e.keysTmp, &e.ids, &e.idsTmp} {
 		if err := e.ensure(b, c*4); err != nil {
 			return fmt.Errorf("fused: tile lists of %d entries (%d Gaussians): %w", c, e.n, err)
 		}
 	}
-	nb := sortBlocks(c)
-	if err := e.ensure(&e.hist, 256*nb*4); err != nil {
-		return fmt.Errorf("fused: sort histograms: %w", err)
-	}
 	e.listCap = c
-	return e.ensureScan(256 * nb)
+	return e.ensureHist(max(c, e.capN))
 }
 
 // growPixels sizes the per-pixel buffers for a w×h image and its tiles.
@@ -604,7 +616,7 @@ func (e *Engine) release() error {
 	e.targets = nil
 	bufs := []gpu.Buffer{e.params, e.grads, e.adamM, e.adamV, e.valid, e.depth, e.opacity, e.color, e.mean2d,
 		e.conic, e.rayU, e.rayA, e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.bigList, e.editSrc, e.statAccum,
-		e.statCount, e.statMaxRadius, e.counts, e.keys, e.ids, e.keysTmp, e.idsTmp, e.hist, e.tileOffsets,
+		e.statCount, e.statMaxRadius, e.counts, e.depthKeys, e.order, e.depthKeysTmp, e.orderTmp, e.ranked, e.rankOf, e.hitMask, e.keys, e.ids, e.keysTmp, e.idsTmp, e.hist, e.tileOffsets,
 		e.image, e.finalT, e.count, e.dImage, e.rays, e.hq, e.dmap, e.hd, e.partAbs, e.partSq, e.partSSIM,
 		e.readoutBuf, e.dummy}
 	bufs = append(bufs, e.scanSums...)

@@ -43,7 +43,12 @@ func (e *Engine) hostBin(cam *camera.Camera, shDegree int, p *pass) error {
 	if err := e.growLists(len(l.IDs)); err != nil {
 		return err
 	}
-	if err := gpu.UploadSlice(e.dev, e.keys, 0, l.Keys); err != nil {
+	// The device's lists hold the tile half of the CPU's tile<<32 | depth keys.
+	e.hostTiles = e.hostTiles[:0]
+	for _, k := range l.Keys {
+		e.hostTiles = append(e.hostTiles, uint32(k>>32))
+	}
+	if err := gpu.UploadSlice(e.dev, e.keys, 0, e.hostTiles); err != nil {
 		return fmt.Errorf("fused: upload tile lists: %w", err)
 	}
 	if err := gpu.UploadSlice(e.dev, e.ids, 0, l.IDs); err != nil {

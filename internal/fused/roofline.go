@@ -2,7 +2,6 @@ package fused
 
 import (
 	"fmt"
-	"math/bits"
 
 	"github.com/rlxsplat/rlxsplat/internal/engine"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
@@ -15,7 +14,7 @@ import (
 // it says how far the stage is from each roof.
 //
 // What counts as traffic. The buffers between stages are this pipeline's (the packed
-// parameters, project's per-splat outputs, the 64-bit keys and 32-bit ids of the tile lists,
+// parameters, project's per-splat outputs, the 32-bit tile keys and ids of the tile lists,
 // the per-pixel image, final transmittance and count, ...): a stage must read what it consumes
 // of them and write what later stages consume, and the model counts each such datum once, as
 // if every re-read hit the cache. Scratch a stage writes and reads back itself is not counted,
@@ -59,9 +58,10 @@ func (w Workload) Tiles() int {
 	return ((w.Width + w.TileSize - 1) / w.TileSize) * ((w.Height + w.TileSize - 1) / w.TileSize)
 }
 
-// SortPasses is the number of 8-bit radix passes over the keys: 32 depth bits and
-// bits.Len(tiles) tile bits, as sort.go runs them.
-func (w Workload) SortPasses() int { return (32 + bits.Len(uint(w.Tiles())) + 7) / 8 }
+// SortPasses is the number of 8-bit radix passes over the entries' tile keys, as sort.go
+// runs them: enough for the largest tile id, at least one. (bin sorts the splats' 32-bit
+// depths first, depthSortPasses passes over the visible splats.)
+func (w Workload) SortPasses() int { return tileSortPasses(w.Tiles()) }
 
 // StageCost is the least one stage must do.
 type StageCost struct {
@@ -75,7 +75,7 @@ const word = 4 // bytes of a float32, i32 or u32
 // Words per splat of the pipeline's buffers (shaders/common.h, project.cu, raster.h).
 const (
 	geomWords      = 11 // packed parameters other than SH: mean 3, log-scale 3, quaternion 4, opacity logit 1
-	keyIDWords     = 3  // a tile-list entry: u64 key and u32 splat id
+	keyIDWords     = 2  // a tile-list entry: u32 tile key and u32 splat id; also a depth-sort element
 	footprintWords = 10 // bin's input: boundCenter 2, boundQ 3, rect 4, depth 1
 	rasterEWA      = 9  // staged per splat by the rasterizer: opacity 1, colour 3, mean2d 2, conic 3
 	rasterRay      = 16 // opacity 1, colour 3, rayU 3, rayA 9
@@ -155,11 +155,13 @@ func shBwdFlops(deg int) int64 {
 //	project     reads N·11 geometry (whether a splat is on the image takes its whole footprint)
 //	            and V·3K SH; writes N valid flags, V·(10 footprint + 10 EWA / 19 ray) outputs.
 //	            Work N·18 + V·(260 EWA / 300 ray + SH colour).
-//	bin         reads N valid flags and V·10 footprint words; writes E entries (8-byte key,
-//	            4-byte id). Work: one tile test per entry with gpu-conic (a tighter
-//	            enumeration than the box would skip the tiles it rejects), none otherwise.
-//	sort        ⌈(32 + bits(T))/8⌉ passes, each reading and writing every key and id (24
-//	            bytes an entry); the T+1 tile offsets. No floating-point work.
+//	bin         reads N valid flags and V·10 footprint words; sorts the visible splats by
+//	            depth (4 passes, each reading and writing a 4-byte key and id per splat);
+//	            writes E entries (4-byte tile key, 4-byte id). Work: one tile test per entry
+//	            with gpu-conic (a tighter enumeration than the box would skip the tiles it
+//	            rejects), none otherwise.
+//	sort        ⌈bits(T−1)/8⌉ passes (at least one), each reading and writing every key and
+//	            id (16 bytes an entry); the T+1 tile offsets. No floating-point work.
 //	raster_fwd  reads T+1 offsets, the walked entries' ids (all E when the walk is not
 //	            measured), and the staged data (9 EWA / 16 ray words) of each distinct splat
 //	            they name once (min(V, E) splats when not measured; a tile-based rasterizer
@@ -222,7 +224,7 @@ func MinimalCosts(w Workload) ([]StageCost, error) {
 	return []StageCost{
 		{engine.StageProject, word * (n*geomWords + v*3*k + n + v*(footprintWords+projectOut(w.Ray))),
 			n*flopsCull + v*(projFlops+shFlops(w.SHDegree))},
-		{engine.StageBin, word * (n + v*footprintWords + e*keyIDWords), binFlops},
+		{engine.StageBin, word * (n + v*footprintWords + depthSortPasses*v*2*keyIDWords + e*keyIDWords), binFlops},
 		{engine.StageSort, int64(w.SortPasses())*e*2*keyIDWords*word + word*(tiles+1), 0},
 		{engine.StageRasterFwd, rasterIn + word*px*pixelOutWords, pairs * pairFlops},
 		{engine.StageLoss, word * px * lossWords, lossFlops},

@@ -18,17 +18,17 @@ func TestMinimalCosts(t *testing.T) {
 	}{
 		{
 			// N 10, V 6, E 20; 20×12 px in 8-px tiles: 3×2 = 6 tiles, 240 px, 40 px a tile on
-			// average, 800 pairs; sort 32+bits(6)=35 bits, 5 passes; K = 1.
+			// average, 800 pairs; tile ids below 6 take 3 bits, 1 pass; K = 1.
 			name:   "ewa conic ssim deg0",
 			w:      Workload{Gaussians: 10, Visible: 6, Entries: 20, Width: 20, Height: 12, TileSize: 8, ConicBin: true, SSIM: true},
-			passes: 5,
+			passes: 1,
 			want: map[string]cost{
 				// 4·(10·11 + 6·3 + 10 + 6·20); 10·18 + 6·(260 + 12+3+6).
 				engine.StageProject: {1032, 1866},
-				// 4·(10 + 6·10 + 20·3); 20·56.
-				engine.StageBin: {520, 1120},
-				// 5 passes · 20 · 24 B + 4·7.
-				engine.StageSort: {2428, 0},
+				// 4·(10 + 6·10 + 4 passes·6·2·2 + 20·2); 20·56.
+				engine.StageBin: {824, 1120},
+				// 1 pass · 20 · 16 B + 4·7.
+				engine.StageSort: {348, 0},
 				// 4·(7 + 20 + 6·9) + 4·240·5; 800·9.
 				engine.StageRasterFwd: {5124, 7200},
 				// 4·240·9; 240·(18 + 1224).
@@ -47,11 +47,11 @@ func TestMinimalCosts(t *testing.T) {
 			name: "ewa walked",
 			w: Workload{Gaussians: 10, Visible: 6, Entries: 20, Width: 20, Height: 12, TileSize: 8, ConicBin: true, SSIM: true,
 				Walk: Walk{Entries: 4, Pairs: 300, Splats: 3}},
-			passes: 5,
+			passes: 1,
 			want: map[string]cost{
 				engine.StageProject: {1032, 1866},
-				engine.StageBin:     {520, 1120},
-				engine.StageSort:    {2428, 0},
+				engine.StageBin:     {824, 1120},
+				engine.StageSort:    {348, 0},
 				// 4·(7 + 4 + 3·9) + 4·240·5; 300·9.
 				engine.StageRasterFwd: {4952, 2700},
 				engine.StageLoss:      {8640, 298080},
@@ -63,18 +63,18 @@ func TestMinimalCosts(t *testing.T) {
 		},
 		{
 			// N 10, V 6, E 4 (so at most 4 splats are rasterized); 16×16 px, one 16-px tile,
-			// 1024 pairs; 33 bits, 5 passes; K = 16.
+			// 1024 pairs; one tile, still 1 pass; K = 16.
 			name: "ray box stats visible-only deg3",
 			w: Workload{Gaussians: 10, Visible: 6, Entries: 4, Width: 16, Height: 16, TileSize: 16, SHDegree: 3,
 				Ray: true, AccumulateStats: true, AdamVisibleOnly: true},
-			passes: 5,
+			passes: 1,
 			want: map[string]cost{
 				// 4·(110 + 6·48 + 10 + 6·29); 180 + 6·(300 + 12+48+96).
 				engine.StageProject: {2328, 2916},
-				// 4·(10 + 60 + 12); no tile tests.
-				engine.StageBin: {328, 0},
-				// 5 · 4 · 24 + 4·2.
-				engine.StageSort: {488, 0},
+				// 4·(10 + 60 + 4·6·2·2 + 4·2); no tile tests.
+				engine.StageBin: {696, 0},
+				// 1 · 4 · 16 + 4·2.
+				engine.StageSort: {72, 0},
 				// 4·(2 + 4 + 4·16 + 256·3) + 4·256·5; 1024·29.
 				engine.StageRasterFwd: {8472, 29696},
 				// 4·256·9; 256·18.
@@ -114,10 +114,15 @@ func TestMinimalCosts(t *testing.T) {
 }
 
 func TestSortPassesBonsai(t *testing.T) {
-	// bonsai's 799×532 views in 16-px tiles: 50×34 = 1700 tiles, 11 bits, 43-bit keys.
+	// bonsai's 799×532 views in 16-px tiles: 50×34 = 1700 tiles, ids up to 1699 in 11 bits.
 	w := Workload{Width: 799, Height: 532, TileSize: 16}
-	if w.Tiles() != 1700 || w.SortPasses() != 6 {
-		t.Fatalf("%d tiles, %d passes; want 1700, 6", w.Tiles(), w.SortPasses())
+	if w.Tiles() != 1700 || w.SortPasses() != 2 {
+		t.Fatalf("%d tiles, %d passes; want 1700, 2", w.Tiles(), w.SortPasses())
+	}
+	for _, c := range []struct{ tiles, passes int }{{1, 1}, {256, 1}, {257, 2}, {65536, 2}, {65537, 3}} {
+		if p := tileSortPasses(c.tiles); p != c.passes {
+			t.Errorf("%d tiles: %d passes, want %d", c.tiles, p, c.passes)
+		}
 	}
 }
 

@@ -9,32 +9,52 @@ import (
 // sortChunk is the elements one sort block owns (shaders/sort.cu: 256 threads × 16 rounds).
 const sortChunk = 4096
 
-func sortBlocks(entries int) int { return max((entries+sortChunk-1)/sortChunk, 1) }
+func sortBlocks(elements int) int { return max((elements+sortChunk-1)/sortChunk, 1) }
 
-// sort launches sort.cu's passes (design.md §5 step 3): a stable LSD radix sort over the depth
-// bits and bits.Len(tiles) tile bits, 8 bits a pass, ping-ponging keys/ids with keysTmp/idsTmp;
-// sortedKeys/sortedIDs name the pair that ends up sorted. The grids cover the lists' capacity;
-// the kernels read the actual entry count from the readout.
+// sortPair is a buffer of u32 keys and the buffer of their u32 values.
+type sortPair struct{ keys, vals gpu.Buffer }
+
+// tileSortPasses is the 8-bit passes that sort tile ids below tiles.
+func tileSortPasses(tiles int) int { return max((bits.Len(uint(max(tiles-1, 0)))+7)/8, 1) }
+
+// sort runs the second half of design.md §5 step 3 on the entries bin emitted in depth order:
+// a stable radix sort of keys/ids by tile, after which sortedKeys/sortedIDs name the pair that
+// holds the lists. The grids cover the lists' capacity; the kernels read the entry count
+// from the readout.
 func (e *Engine) sort(tiles int) error {
-	nb := sortBlocks(e.listCap)
-	keyBits := 32 + bits.Len(uint(tiles))
-	srcK, srcV, dstK, dstV := e.keys, e.ids, e.keysTmp, e.idsTmp
-	for shift := 0; shift < keyBits; shift += 8 {
+	p, err := e.radixSort(sortPair{e.keys, e.ids}, sortPair{e.keysTmp, e.idsTmp}, e.listCap, true, tileSortPasses(tiles))
+	if err != nil {
+		return err
+	}
+	e.sortedKeys, e.sortedIDs = p.keys, p.vals
+	return nil
+}
+
+// radixSort launches sort.cu's passes over the low 8·passes bits of src's keys, ping-ponging
+// with tmp, and returns the pair that ends up sorted. count is the element count, or with
+// fromReadout the capacity the grids cover (the kernels then read the count on the device).
+func (e *Engine) radixSort(src, tmp sortPair, count int, fromReadout bool, passes int) (sortPair, error) {
+	nb := sortBlocks(count)
+	fr := uint32(0)
+	if fromReadout {
+		fr = 1
+	}
+	for pass := range passes {
+		shift := uint32(8 * pass)
 		if err := e.dev.Launch(e.k.sortHist, gpu.Dim3{uint32(nb)}, gpu.Dim3{256}, 0,
-			gpu.Ptr(srcK), gpu.Ptr(e.readoutBuf), gpu.U32(uint32(shift)), gpu.U32(uint32(nb)), gpu.Ptr(e.hist)); err != nil {
-			return err
+			gpu.Ptr(src.keys), gpu.Ptr(e.readoutBuf), gpu.U32(uint32(count)), gpu.U32(fr), gpu.U32(shift),
+			gpu.U32(uint32(nb)), gpu.Ptr(e.hist)); err != nil {
+			return sortPair{}, err
 		}
 		if err := e.scan(e.hist, 256*nb); err != nil {
-			return err
+			return sortPair{}, err
 		}
 		if err := e.dev.Launch(e.k.sortScatter, gpu.Dim3{uint32(nb)}, gpu.Dim3{256}, 0,
-			gpu.Ptr(srcK), gpu.Ptr(srcV), gpu.Ptr(dstK), gpu.Ptr(dstV), gpu.Ptr(e.readoutBuf),
-			gpu.U32(uint32(shift)), gpu.U32(uint32(nb)), gpu.Ptr(e.hist)); err != nil {
-			return err
+			gpu.Ptr(src.keys), gpu.Ptr(src.vals), gpu.Ptr(tmp.keys), gpu.Ptr(tmp.vals), gpu.Ptr(e.readoutBuf),
+			gpu.U32(uint32(count)), gpu.U32(fr), gpu.U32(shift), gpu.U32(uint32(nb)), gpu.Ptr(e.hist)); err != nil {
+			return sortPair{}, err
 		}
-		srcK, dstK = dstK, srcK
-		srcV, dstV = dstV, srcV
+		src, tmp = tmp, src
 	}
-	e.sortedKeys, e.sortedIDs = srcK, srcV
-	return nil
+	return src, nil
 }

@@ -1,6 +1,8 @@
 package fused
 
 import (
+	"cmp"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -51,8 +53,10 @@ func TestScan(t *testing.T) {
 	}
 }
 
-// TestSortAndRanges sorts random keys with many ties over several sort blocks and checks the
-// order against a stable sort (ties keep emission order) and the tile ranges against prep's.
+// TestSortAndRanges runs both of binning's sorts on random keys with many ties over several
+// sort blocks and checks the order against a stable sort (ties keep their input order): the
+// tile sort, whose count the kernels read from the readout, with the tile ranges against
+// prep's, and the depth sort of 32-bit keys over a count the host passes.
 func TestSortAndRanges(t *testing.T) {
 	dev, emu := testDevice(t)
 	rng := rand.New(rand.NewPCG(seedScene, 22))
@@ -65,15 +69,31 @@ func TestSortAndRanges(t *testing.T) {
 	if emu {
 		m = 30000
 	}
-	for _, c := range []struct{ m, tiles int }{{m, tiles}, {0, tiles}, {5, 3}, {m / 3, 70000}} {
-		keys := make([]uint64, c.m)
-		depths := []uint32{0x3f800000, 0x3f800001, 0x40000000, 0x3e000000, 0x41200000}
-		for i := range keys {
-			keys[i] = uint64(rng.IntN(c.tiles))<<32 | uint64(depths[rng.IntN(len(depths))]+uint32(rng.IntN(3)))
+	type kv struct{ k, id uint32 }
+	stable := func(keys, ids []uint32) []kv {
+		want := make([]kv, len(keys))
+		for i := range want {
+			want[i] = kv{keys[i], ids[i]}
 		}
+		slices.SortStableFunc(want, func(a, b kv) int { return cmp.Compare(a.k, b.k) })
+		return want
+	}
+	check := func(what string, want []kv, p sortPair) {
+		t.Helper()
+		gk := dl[uint32](t, fe, p.keys, len(want))
+		gi := dl[uint32](t, fe, p.vals, len(want))
+		for i := range want {
+			if gk[i] != want[i].k || gi[i] != want[i].id {
+				t.Fatalf("%s: entry %d = (%#x, %d), want (%#x, %d)", what, i, gk[i], gi[i], want[i].k, want[i].id)
+			}
+		}
+	}
+	for _, c := range []struct{ m, tiles int }{{m, tiles}, {0, tiles}, {5, 3}, {m / 3, 70000}} {
+		keys := make([]uint32, c.m)
 		ids := make([]uint32, c.m)
-		for i := range ids {
-			ids[i] = uint32(i)
+		for i := range keys {
+			keys[i] = uint32(rng.IntN(c.tiles))
+			ids[i] = uint32(rng.IntN(1 << 20)) // values travel with their keys, whatever they are
 		}
 		if err := fe.growLists(c.m); err != nil {
 			t.Fatal(err)
@@ -97,42 +117,43 @@ func TestSortAndRanges(t *testing.T) {
 		if err := fe.ranges(c.tiles); err != nil {
 			t.Fatal(err)
 		}
-		type kv struct {
-			k  uint64
-			id uint32
-		}
-		want := make([]kv, c.m)
-		for i := range want {
-			want[i] = kv{keys[i], ids[i]}
-		}
-		slices.SortStableFunc(want, func(a, b kv) int {
-			if a.k < b.k {
-				return -1
-			}
-			if a.k > b.k {
-				return 1
-			}
-			return 0
-		})
-		gk := dl[uint64](t, fe, fe.sortedKeys, c.m)
-		gi := dl[uint32](t, fe, fe.sortedIDs, c.m)
-		for i := range want {
-			if gk[i] != want[i].k || gi[i] != want[i].id {
-				t.Fatalf("%d keys over %d tiles: entry %d = (%#x, %d), want (%#x, %d)", c.m, c.tiles, i, gk[i], gi[i], want[i].k, want[i].id)
-			}
-		}
+		what := fmt.Sprintf("%d entries over %d tiles", c.m, c.tiles)
+		want := stable(keys, ids)
+		check(what, want, sortPair{fe.sortedKeys, fe.sortedIDs})
 		wk := make([]uint64, c.m)
 		for i := range want {
-			wk[i] = want[i].k
+			wk[i] = uint64(want[i].k) << 32
 		}
 		wantOff := make([]int32, c.tiles+1)
 		prep.Ranges(wk, c.tiles, wantOff)
 		gotOff := dl[uint32](t, fe, fe.tileOffsets, c.tiles+1)
 		for i := range wantOff {
 			if int32(gotOff[i]) != wantOff[i] {
-				t.Fatalf("%d keys over %d tiles: offset %d = %d, want %d", c.m, c.tiles, i, gotOff[i], wantOff[i])
+				t.Fatalf("%s: offset %d = %d, want %d", what, i, gotOff[i], wantOff[i])
 			}
 		}
+
+		// The depth sort: float bits of a few depths and their neighbours, and the 2³²−1 of
+		// invalid splats; the count comes from the host, not the readout's entries.
+		depths := []uint32{0x3f800000, 0x3f800001, 0x40000000, 0x3e000000, 0x41200000, 0xffffffff}
+		for i := range keys {
+			keys[i] = depths[rng.IntN(len(depths))] - uint32(rng.IntN(2))
+			ids[i] = uint32(i)
+		}
+		if err := gpu.UploadSlice(dev, fe.keys, 0, keys); err != nil {
+			t.Fatal(err)
+		}
+		if err := gpu.UploadSlice(dev, fe.ids, 0, ids); err != nil {
+			t.Fatal(err)
+		}
+		if err := gpu.UploadU32(dev, fe.readoutBuf, []uint32{0, 7, 0}); err != nil { // not the count
+			t.Fatal(err)
+		}
+		got, err := fe.radixSort(sortPair{fe.keys, fe.ids}, sortPair{fe.keysTmp, fe.idsTmp}, c.m, false, depthSortPasses)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(fmt.Sprintf("depth sort of %d keys", c.m), stable(keys, ids), got)
 	}
 }
 
