@@ -49,14 +49,34 @@ DEVICE u32 warp_ballot(bool p) { return __ballot_sync(0xffffffffu, p); }
 DEVICE bool warp_any(bool p) { return __any_sync(0xffffffffu, p) != 0; }
 DEVICE u32 popc(u32 x) { return (u32)__popc(x); }
 
-// warp_sum_n replaces v[0..n) in every lane by its sum over the warp.
-DEVICE void warp_sum_n(float* v, int n)
+// One step of warp_sum16_spread (not for kernels: the emulator has no counterpart): 2h values
+// become h, o = 2h being the xor offset.
+DEVICE void warp_spread_step(float* v, u32 lane, int o, int h)
 {
-    for (int i = 0; i < n; i++) {
-        float x = v[i];
-        for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-        v[i] = x;
+    bool up = (lane & (u32)o) != 0u;
+    for (int i = 0; i < h; i++) {
+        float keep = up ? v[i + h] : v[i];
+        float send = up ? v[i] : v[i + h];
+        v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
     }
+}
+
+// warp_sum16_spread sums 16 values per lane over the warp at the cost of 16 shuffles (summing
+// each on its own costs 5 a value): it returns, in lane l, the warp-wide sum of v[l >> 1], so
+// lanes 2i and 2i+1 hold value i's sum. A transposing butterfly: at xor offsets 16, 8, 4, 2 a
+// lane keeps the half of its values selected by that bit of its lane index, sends the other
+// half to its partner and adds what the partner sends (its values of the kept half); after
+// them v[0] holds value l >> 1 summed over the 16 lanes sharing bit 0 of l, and a last xor-1
+// shuffle adds the other 16. v is clobbered. The indices are constants once unrolled, so v
+// stays in registers.
+DEVICE float warp_sum16_spread(float* v)
+{
+    u32 lane = LANE;
+    warp_spread_step(v, lane, 16, 8);
+    warp_spread_step(v, lane, 8, 4);
+    warp_spread_step(v, lane, 4, 2);
+    warp_spread_step(v, lane, 2, 1);
+    return v[0] + __shfl_xor_sync(0xffffffffu, v[0], 1);
 }
 
 DEVICE u32 warp_sum_u32(u32 x)

@@ -34,7 +34,7 @@ using std::sqrt;
 namespace emu {
 
 enum State { RUNNABLE, AT_BARRIER, AT_WARP, FINISHED };
-enum WarpOp { OP_BALLOT, OP_ANY, OP_SUMN, OP_SUMU, OP_EXSCAN };
+enum WarpOp { OP_BALLOT, OP_ANY, OP_SUM16S, OP_SUMU, OP_EXSCAN };
 
 struct Fiber {
     ucontext_t ctx;
@@ -43,8 +43,7 @@ struct Fiber {
     WarpOp op;
     u64 val;     // the lane's operand
     u64 res;     // the operation's result for this lane
-    float* vec;  // OP_SUMN operand, summed in place
-    int nvec;
+    float* vec;  // OP_SUM16S operand: 16 floats
 };
 
 struct Block {
@@ -104,21 +103,33 @@ static bool resolve_warp(u32 w)
     u32 ballot = 0;
     for (u32 t = lo; t < hi; t++)
         if (b.fibers[t].state == AT_WARP && b.fibers[t].val) ballot |= 1u << (t - lo);
-    if (op == OP_SUMN) {
-        int nv = 0;
-        for (u32 t = lo; t < hi; t++)
-            if (b.fibers[t].state == AT_WARP) nv = b.fibers[t].nvec;
-        for (int i = 0; i < nv; i++) {
-            // Butterfly order, as the CUDA prelude's shuffles sum.
-            float lane[32];
-            for (u32 l = 0; l < 32; l++) lane[l] = (lo + l < hi && b.fibers[lo + l].state == AT_WARP) ? b.fibers[lo + l].vec[i] : 0.0f;
-            for (int o = 16; o > 0; o >>= 1) {
-                float nxt[32];
-                for (int l = 0; l < 32; l++) nxt[l] = lane[l] + lane[l ^ o];
-                memcpy(lane, nxt, sizeof lane);
+    if (op == OP_SUM16S) {
+        // The CUDA prelude's transposing butterfly, step by step (lanes that have finished
+        // count as zeros), so that lane l gets the warp sum of v[l >> 1] in the same order.
+        float v[32][16];
+        for (u32 l = 0; l < 32; l++)
+            for (int i = 0; i < 16; i++)
+                v[l][i] = (lo + l < hi && b.fibers[lo + l].state == AT_WARP) ? b.fibers[lo + l].vec[i] : 0.0f;
+        for (u32 o = 16, h = 8; o > 1; o >>= 1, h >>= 1) {
+            float nxt[32][16];
+            for (u32 l = 0; l < 32; l++) {
+                bool up = (l & o) != 0, pup = !up;
+                for (u32 i = 0; i < h; i++) {
+                    float keep = up ? v[l][i + h] : v[l][i];
+                    float recv = pup ? v[l ^ o][i] : v[l ^ o][i + h];
+                    nxt[l][i] = keep + recv;
+                }
             }
-            for (u32 t = lo; t < hi; t++)
-                if (b.fibers[t].state == AT_WARP) b.fibers[t].vec[i] = lane[t - lo];
+            for (u32 l = 0; l < 32; l++)
+                for (u32 i = 0; i < h; i++) v[l][i] = nxt[l][i];
+        }
+        for (u32 t = lo; t < hi; t++) {
+            if (b.fibers[t].state != AT_WARP) continue;
+            u32 l = t - lo;
+            float r = v[l][0] + v[l ^ 1u][0];
+            u32 bits;
+            memcpy(&bits, &r, 4);
+            b.fibers[t].res = bits;
         }
     }
     u64 sum = 0;
@@ -128,7 +139,7 @@ static bool resolve_warp(u32 w)
         switch (op) {
         case OP_BALLOT: f.res = ballot; break;
         case OP_ANY: f.res = ballot != 0; break;
-        case OP_SUMN: break;
+        case OP_SUM16S: break;
         case OP_SUMU: {
             u64 s = 0;
             for (u32 q = lo; q < hi; q++)
@@ -264,12 +275,11 @@ DEVICE double bits_f64(u64 x)
 DEVICE u32 warp_ballot(bool p) { return (u32)emu::warp_op(emu::OP_BALLOT, p ? 1 : 0); }
 DEVICE bool warp_any(bool p) { return emu::warp_op(emu::OP_ANY, p ? 1 : 0) != 0; }
 DEVICE u32 popc(u32 x) { return (u32)__builtin_popcount(x); }
-DEVICE void warp_sum_n(float* v, int n)
+DEVICE float warp_sum16_spread(float* v)
 {
-    emu::Fiber* f = emu::blk().cur;
-    f->vec = v;
-    f->nvec = n;
-    emu::warp_op(emu::OP_SUMN, 0);
+    emu::blk().cur->vec = v;
+    u32 bits = (u32)emu::warp_op(emu::OP_SUM16S, 0);
+    return bits_f32(bits);
 }
 DEVICE u32 warp_sum_u32(u32 x) { return (u32)emu::warp_op(emu::OP_SUMU, x); }
 DEVICE u32 warp_exscan_u32(u32 x) { return (u32)emu::warp_op(emu::OP_EXSCAN, x); }

@@ -5,10 +5,10 @@
 // decision lives here once, with the CPU's rounding.
 #pragma once
 
-// Raster is passed by value; internal/fused/raster.go writes it: 12 four-byte words.
+// Raster is passed by value; internal/fused/args.go (rasterBytes) writes it: 12 four-byte words.
 struct Raster {
     i32 W, H, tileSize, tilesX;
-    i32 model, maxSteps, pad0, pad1;
+    i32 model, maxSteps, pad0, pad1; // model: unread here, the host picks raster_*_ewa or _ray
     float bg[3];
     float alphaMin; // float32(prep.AlphaMin)
 };
@@ -17,7 +17,21 @@ struct Raster {
 // up to whole warps.
 #define BATCH 256
 // Staged floats per splat: EWA mx, my, a, b, c (5); ray u[3], A[9], ‖u‖² (13).
-#define GEO 13
+#define GEO_EWA 5
+#define GEO_RAY 13
+#define GEO_N(RAY) ((RAY) ? GEO_RAY : GEO_EWA)
+
+// Staged is the batch a block stages in shared memory (one SHARED instance per entry point):
+// slot j holds the splat's geometry (GEO_N(RAY) floats from j·GEO_N(RAY)), opacity, power
+// cut, colour, and whether it can reach alphaMin anywhere. The model is a template argument so
+// that EWA stages and reads only its 5 geometry floats.
+template <bool RAY> struct Staged {
+    float geo[BATCH * GEO_N(RAY)];
+    float opac[BATCH];
+    float cut[BATCH];
+    float col[BATCH * 3];
+    u32 ok[BATCH];
+};
 
 // powerCut: the exponent below which o·exp(power) is certainly below amin, in float64 as the
 // CPU computes it; false when the splat can reach amin nowhere (o ≤ 0, NaN, or cut > 0).
@@ -71,34 +85,43 @@ DEVICE float alpha_of(float o, float power, float& g, bool& clamped)
     return clamped ? ALPHA_MAX : alpha;
 }
 
-// stage_splat loads splat id into the batch slot j of the shared arrays; it returns whether
-// the splat can reach alpha_min anywhere (else every pixel skips it).
-DEVICE bool stage_splat(const Raster& rp, u32 id, const GPTR float* opacity, const GPTR float* color,
+// stage_splat loads splat id into the batch slot j of s; it returns whether the splat can
+// reach alpha_min anywhere (else every pixel skips it).
+template <bool RAY>
+DEVICE bool stage_splat(const Raster& rp, u32 id, u32 j, const GPTR float* opacity, const GPTR float* color,
                         const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU,
-                        const GPTR float* rayA, float* sGeo, float* sOpac, float* sCut, float* sCol)
+                        const GPTR float* rayA, Staged<RAY>& s)
 {
     float o = opacity[id];
     double cut;
     if (!power_cut(o, rp.alphaMin, cut)) return false;
-    sOpac[0] = o;
-    sCol[0] = color[id * 3];
-    sCol[1] = color[id * 3 + 1];
-    sCol[2] = color[id * 3 + 2];
-    if (rp.model == MODEL_RAY) {
-        sCut[0] = (float)(-2.0 * cut);
+    s.opac[j] = o;
+    s.col[j * 3] = color[id * 3];
+    s.col[j * 3 + 1] = color[id * 3 + 1];
+    s.col[j * 3 + 2] = color[id * 3 + 2];
+    float* geo = s.geo + j * GEO_N(RAY);
+    if (RAY) {
+        s.cut[j] = (float)(-2.0 * cut);
         float u0 = rayU[id * 3], u1 = rayU[id * 3 + 1], u2 = rayU[id * 3 + 2];
-        sGeo[0] = u0;
-        sGeo[1] = u1;
-        sGeo[2] = u2;
-        for (int k = 0; k < 9; k++) sGeo[3 + k] = rayA[id * 9 + k];
-        sGeo[12] = mul_rn(u0, u0) + mul_rn(u1, u1) + mul_rn(u2, u2);
+        geo[0] = u0;
+        geo[1] = u1;
+        geo[2] = u2;
+        for (int k = 0; k < 9; k++) geo[3 + k] = rayA[id * 9 + k];
+        geo[12] = mul_rn(u0, u0) + mul_rn(u1, u1) + mul_rn(u2, u2);
     } else {
-        sCut[0] = (float)cut;
-        sGeo[0] = mean2d[id * 2];
-        sGeo[1] = mean2d[id * 2 + 1];
-        sGeo[2] = conic[id * 3];
-        sGeo[3] = conic[id * 3 + 1];
-        sGeo[4] = conic[id * 3 + 2];
+        s.cut[j] = (float)cut;
+        geo[0] = mean2d[id * 2];
+        geo[1] = mean2d[id * 2 + 1];
+        geo[2] = conic[id * 3];
+        geo[3] = conic[id * 3 + 1];
+        geo[4] = conic[id * 3 + 2];
     }
     return true;
+}
+
+// load_geo copies slot j's geometry into registers (every thread reads the same words: a
+// shared-memory broadcast).
+template <bool RAY> DEVICE void load_geo(const Staged<RAY>& s, u32 j, float* geo)
+{
+    for (int q = 0; q < GEO_N(RAY); q++) geo[q] = s.geo[j * GEO_N(RAY) + q];
 }

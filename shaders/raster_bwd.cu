@@ -5,11 +5,15 @@
 // and Tⱼ = Tⱼ₊₁/(1−αⱼ) from the forward's final T. Where the 0.99 clamp is active alpha has no
 // gradient to opacity or geometry.
 //
-// raster_bwd: the thread mapping of raster_fwd (one block per tile, one thread per pixel,
-//   batches of BATCH splats staged in shared memory, walked from the tile's longest count down).
-//   For each splat, a warp with any hit sums its lanes' contributions (warp_sum_n) and lane 0
-//   adds them to the splat's gradients with atomics, so the summation order, and the last bits,
-//   vary from run to run.
+// raster_bwd_ewa, raster_bwd_ray: one kernel compiled per render model, as raster_fwd_*, with
+//   its thread mapping (one block per tile, one thread per pixel, batches of BATCH splats
+//   staged in shared memory, walked from the tile's longest count down). For each splat, a
+//   warp with any hit sums its lanes' contributions, 16 values a lane (EWA's 9 padded with
+//   zeros), with one transposing butterfly (warp_sum16_spread: 16 shuffles, where summing each
+//   value on its own took 5 a value), which leaves value i's warp sum in lanes 2i and 2i+1; the
+//   even lanes of the values in use then add them to the splat's gradients with one atomic
+//   each, all in the same instruction. The atomics' order, and so the last bits, vary from
+//   run to run.
 //   finalT [H*W] f32, count [H*W] u32 (raster_fwd), dImage [H*W,3] f32 (dL/dpixel)
 //   gColor [n,3], gOpacity [n]; EWA: gMean2d [n,2], gConic [n,3]; ray: gRayU [n,3], gRayA [n,9]
 //   (f32, zeroed by the host, accumulated here)
@@ -18,34 +22,40 @@
 #include "readout.h"
 #include "raster.h"
 
-KERNEL raster_bwd(Raster rp, const GPTR u32* readout, const GPTR u32* tileOffsets, const GPTR u32* ids,
-                  const GPTR float* opacity, const GPTR float* color, const GPTR float* mean2d,
-                  const GPTR float* conic, const GPTR float* rayU, const GPTR float* rayA, const GPTR float* rays,
-                  const GPTR float* finalT, const GPTR u32* count, const GPTR float* dImage,
-                  GPTR float* gColor, GPTR float* gOpacity, GPTR float* gMean2d, GPTR float* gConic,
-                  GPTR float* gRayU, GPTR float* gRayA)
+// grad_ptr is the gradient word of value index q (0 ≤ q < 16 for ray, < 9 for EWA) of splat
+// id, in raster_bwd's v order: colour 3, opacity 1, then EWA mean2d 2, conic 3 or ray u 3, A 9.
+template <bool RAY>
+DEVICE GPTR float* grad_ptr(u32 id, u32 q, GPTR float* gColor, GPTR float* gOpacity, GPTR float* gMean2d,
+                            GPTR float* gConic, GPTR float* gRayU, GPTR float* gRayA)
 {
-    if (readout[RO_ABORT]) return;
-    SHARED float sGeo[BATCH * GEO];
-    SHARED float sOpac[BATCH];
-    SHARED float sCut[BATCH];
-    SHARED float sCol[BATCH * 3];
-    SHARED u32 sOk[BATCH];
-    SHARED u32 sId[BATCH];
-    SHARED u32 longest;
+    if (q < 3u) return gColor + id * 3u + q;
+    if (q == 3u) return gOpacity + id;
+    if (RAY) return q < 7u ? gRayU + id * 3u + (q - 4u) : gRayA + id * 9u + (q - 7u);
+    return q < 6u ? gMean2d + id * 2u + (q - 4u) : gConic + id * 3u + (q - 6u);
+}
 
+template <bool RAY>
+DEVICE void raster_bwd_body(Staged<RAY>& s, u32* sId, u32& longest, const Raster& rp, const GPTR u32* tileOffsets,
+                            const GPTR u32* ids, const GPTR float* opacity, const GPTR float* color,
+                            const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU,
+                            const GPTR float* rayA, const GPTR float* rays, const GPTR float* finalT,
+                            const GPTR u32* count, const GPTR float* dImage, GPTR float* gColor,
+                            GPTR float* gOpacity, GPTR float* gMean2d, GPTR float* gConic, GPTR float* gRayU,
+                            GPTR float* gRayA)
+{
+    // Gradient values per splat: colour 3, opacity 1, EWA mean2d 2 + conic 3, ray u 3 + A 9.
+    const u32 nv = RAY ? 16u : 9u;
     u32 tile = BID;
     int ts = rp.tileSize;
     int x = (int)(tile % (u32)rp.tilesX) * ts + (int)(TID % (u32)ts);
     int y = (int)(tile / (u32)rp.tilesX) * ts + (int)(TID / (u32)ts);
     bool inside = TID < (u32)(ts * ts) && x < rp.W && y < rp.H;
     u32 pix = inside ? (u32)y * (u32)rp.W + (u32)x : 0u;
-    bool ray = rp.model == MODEL_RAY;
     float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f;
     float T = 0.0f, br = 0.0f, bg = 0.0f, bb = 0.0f, gr = 0.0f, gg = 0.0f, gb = 0.0f;
     u32 cnt = 0;
     if (inside) {
-        if (ray) {
+        if (RAY) {
             d0 = rays[pix * 3];
             d1 = rays[pix * 3 + 1];
             d2 = rays[pix * 3 + 2];
@@ -71,25 +81,24 @@ KERNEL raster_bwd(Raster rp, const GPTR u32* readout, const GPTR u32* tileOffset
         for (u32 j = TID; j < nb; j += BDIM) {
             u32 id = ids[start + lo + j];
             sId[j] = id;
-            sOk[j] = stage_splat(rp, id, opacity, color, mean2d, conic, rayU, rayA, sGeo + j * GEO, sOpac + j,
-                                 sCut + j, sCol + j * 3) ? 1u : 0u;
+            s.ok[j] = stage_splat<RAY>(rp, id, j, opacity, color, mean2d, conic, rayU, rayA, s) ? 1u : 0u;
         }
         BARRIER();
         for (u32 jj = nb; jj > 0u; jj--) {
             u32 j = jj - 1u;
-            if (!sOk[j]) continue; // the same for every thread
+            if (!s.ok[j]) continue; // the same for every thread
             u32 k = lo + j;
             float v[16];
             for (int q = 0; q < 16; q++) v[q] = 0.0f;
             bool hit = false;
             if (k < cnt) {
-                float geo[GEO];
-                for (int q = 0; q < GEO; q++) geo[q] = sGeo[j * GEO + q];
-                float o = sOpac[j], cut = sCut[j];
+                float geo[GEO_N(RAY)];
+                load_geo<RAY>(s, j, geo);
+                float o = s.opac[j], cut = s.cut[j];
                 float power = 0.0f, dx = 0.0f, dy = 0.0f, sc = 0.0f;
                 float w[3] = {0.0f, 0.0f, 0.0f}, rv[3];
                 bool ok;
-                if (ray) {
+                if (RAY) {
                     ok = ray_perp(geo, cut, d0, d1, d2, w, sc, rv);
                     if (ok) power = ray_power(w);
                 } else {
@@ -104,7 +113,7 @@ KERNEL raster_bwd(Raster rp, const GPTR u32* readout, const GPTR u32* tileOffset
                 }
                 if (ok) {
                     hit = true;
-                    float c0 = sCol[j * 3], c1 = sCol[j * 3 + 1], c2 = sCol[j * 3 + 2];
+                    float c0 = s.col[j * 3], c1 = s.col[j * 3 + 1], c2 = s.col[j * 3 + 2];
                     float inv = 1.0f / (1.0f - alpha);
                     float tj = T * inv;
                     float wt = alpha * tj;
@@ -119,7 +128,7 @@ KERNEL raster_bwd(Raster rp, const GPTR u32* readout, const GPTR u32* tileOffset
                     if (!clamped) {
                         v[3] = dLdA * g;
                         float dp = dLdA * alpha;
-                        if (ray) {
+                        if (RAY) {
                             v[4] = -dp * w[0];
                             v[5] = -dp * w[1];
                             v[6] = -dp * w[2];
@@ -142,30 +151,44 @@ KERNEL raster_bwd(Raster rp, const GPTR u32* readout, const GPTR u32* tileOffset
                 }
             }
             if (!warp_any(hit)) continue;
-            // Constant counts, so that v stays in registers.
-            if (ray)
-                warp_sum_n(v, 16);
-            else
-                warp_sum_n(v, 9);
-            if (LANE == 0u) {
-                u32 id = sId[j];
-                atom_add_f32(gColor + id * 3, v[0]);
-                atom_add_f32(gColor + id * 3 + 1, v[1]);
-                atom_add_f32(gColor + id * 3 + 2, v[2]);
-                atom_add_f32(gOpacity + id, v[3]);
-                if (ray) {
-                    for (int q = 0; q < 3; q++) atom_add_f32(gRayU + id * 3 + q, v[4 + q]);
-                    for (int q = 0; q < 9; q++) atom_add_f32(gRayA + id * 9 + q, v[7 + q]);
-                } else {
-                    atom_add_f32(gMean2d + id * 2, v[4]);
-                    atom_add_f32(gMean2d + id * 2 + 1, v[5]);
-                    atom_add_f32(gConic + id * 3, v[6]);
-                    atom_add_f32(gConic + id * 3 + 1, v[7]);
-                    atom_add_f32(gConic + id * 3 + 2, v[8]);
-                }
-            }
+            // Lanes 2q and 2q+1 get value q's warp sum; the even ones of the nv values in use
+            // add it to its gradient, in one atomic instruction for the warp.
+            float sum = warp_sum16_spread(v);
+            u32 q = LANE >> 1;
+            if ((LANE & 1u) == 0u && q < nv)
+                atom_add_f32(grad_ptr<RAY>(sId[j], q, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA), sum);
         }
         BARRIER();
         hi = lo;
     }
+}
+
+KERNEL raster_bwd_ewa(Raster rp, const GPTR u32* readout, const GPTR u32* tileOffsets, const GPTR u32* ids,
+                      const GPTR float* opacity, const GPTR float* color, const GPTR float* mean2d,
+                      const GPTR float* conic, const GPTR float* rayU, const GPTR float* rayA,
+                      const GPTR float* rays, const GPTR float* finalT, const GPTR u32* count,
+                      const GPTR float* dImage, GPTR float* gColor, GPTR float* gOpacity, GPTR float* gMean2d,
+                      GPTR float* gConic, GPTR float* gRayU, GPTR float* gRayA)
+{
+    if (readout[RO_ABORT]) return;
+    SHARED Staged<false> s;
+    SHARED u32 sId[BATCH];
+    SHARED u32 longest;
+    raster_bwd_body<false>(s, sId, longest, rp, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays,
+                           finalT, count, dImage, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA);
+}
+
+KERNEL raster_bwd_ray(Raster rp, const GPTR u32* readout, const GPTR u32* tileOffsets, const GPTR u32* ids,
+                      const GPTR float* opacity, const GPTR float* color, const GPTR float* mean2d,
+                      const GPTR float* conic, const GPTR float* rayU, const GPTR float* rayA,
+                      const GPTR float* rays, const GPTR float* finalT, const GPTR u32* count,
+                      const GPTR float* dImage, GPTR float* gColor, GPTR float* gOpacity, GPTR float* gMean2d,
+                      GPTR float* gConic, GPTR float* gRayU, GPTR float* gRayA)
+{
+    if (readout[RO_ABORT]) return;
+    SHARED Staged<true> s;
+    SHARED u32 sId[BATCH];
+    SHARED u32 longest;
+    raster_bwd_body<true>(s, sId, longest, rp, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays,
+                          finalT, count, dImage, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA);
 }

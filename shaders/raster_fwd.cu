@@ -1,12 +1,15 @@
 // raster_fwd.cu — design.md §5 step 4: every tile's splats blended front to back
 // (internal/raster/forward.go is the CPU twin, with the same decisions and rounding).
 //
-// raster_fwd: one block per tile (BID = tile id, row-major), one thread per pixel of the tile
-//   (TID = ly*tileSize + lx; blockDim is tileSize² rounded up to whole warps, and threads past
-//   the tile, or past the image edge, only help stage splats). The tile's list is walked in
-//   batches of BATCH splats staged in shared memory. Per pixel and entry: skip when alpha <
-//   alphaMin; finish (without blending) when T·(1−alpha) < 1e-4; else add colour·alpha·T. A
-//   pixel also finishes after rp.maxSteps blends when that is not 0.
+// raster_fwd_ewa, raster_fwd_ray: the same kernel compiled for each render model (the host
+//   launches the one of its rp.model), so that the per-splat loop carries no model test and
+//   EWA stages and reads only its 5 geometry floats. One block per tile (BID = tile id,
+//   row-major), one thread per pixel of the tile (TID = ly*tileSize + lx; blockDim is
+//   tileSize² rounded up to whole warps, and threads past the tile, or past the image edge,
+//   only help stage splats). The tile's list is walked in batches of BATCH splats staged in
+//   shared memory. Per pixel and entry: skip when alpha < alphaMin; finish (without blending)
+//   when T·(1−alpha) < 1e-4; else add colour·alpha·T. A pixel also finishes after
+//   rp.maxSteps blends when that is not 0.
 //   readout: nothing runs when readout[RO_ABORT] is set
 //   tileOffsets [tiles+1] u32, ids [entries] u32 (sorted lists)
 //   opacity [n], color [n,3], mean2d [n,2], conic [n,3] (EWA), rayU [n,3], rayA [n,9] (ray) f32
@@ -18,28 +21,21 @@
 #include "readout.h"
 #include "raster.h"
 
-KERNEL raster_fwd(Raster rp, const GPTR u32* readout, const GPTR u32* tileOffsets, const GPTR u32* ids,
-                  const GPTR float* opacity, const GPTR float* color, const GPTR float* mean2d,
-                  const GPTR float* conic, const GPTR float* rayU, const GPTR float* rayA, const GPTR float* rays,
-                  GPTR float* image, GPTR float* finalT, GPTR u32* count)
+template <bool RAY>
+DEVICE void raster_fwd_body(Staged<RAY>& s, u32& alive, const Raster& rp, const GPTR u32* tileOffsets,
+                            const GPTR u32* ids, const GPTR float* opacity, const GPTR float* color,
+                            const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU,
+                            const GPTR float* rayA, const GPTR float* rays, GPTR float* image, GPTR float* finalT,
+                            GPTR u32* count)
 {
-    if (readout[RO_ABORT]) return;
-    SHARED float sGeo[BATCH * GEO];
-    SHARED float sOpac[BATCH];
-    SHARED float sCut[BATCH];
-    SHARED float sCol[BATCH * 3];
-    SHARED u32 sOk[BATCH];
-    SHARED u32 alive;
-
     u32 tile = BID;
     int ts = rp.tileSize;
     int x = (int)(tile % (u32)rp.tilesX) * ts + (int)(TID % (u32)ts);
     int y = (int)(tile / (u32)rp.tilesX) * ts + (int)(TID / (u32)ts);
     bool inside = TID < (u32)(ts * ts) && x < rp.W && y < rp.H;
     u32 pix = inside ? (u32)y * (u32)rp.W + (u32)x : 0u;
-    bool ray = rp.model == MODEL_RAY;
     float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f;
-    if (ray && inside) {
+    if (RAY && inside) {
         d0 = rays[pix * 3];
         d1 = rays[pix * 3 + 1];
         d2 = rays[pix * 3 + 2];
@@ -56,16 +52,15 @@ KERNEL raster_fwd(Raster rp, const GPTR u32* readout, const GPTR u32* tileOffset
         if (alive == 0u) break; // every pixel of the tile is finished
         u32 nb = end - b0 < (u32)BATCH ? end - b0 : (u32)BATCH;
         for (u32 j = TID; j < nb; j += BDIM)
-            sOk[j] = stage_splat(rp, ids[b0 + j], opacity, color, mean2d, conic, rayU, rayA, sGeo + j * GEO,
-                                 sOpac + j, sCut + j, sCol + j * 3) ? 1u : 0u;
+            s.ok[j] = stage_splat<RAY>(rp, ids[b0 + j], j, opacity, color, mean2d, conic, rayU, rayA, s) ? 1u : 0u;
         BARRIER();
         for (u32 j = 0; j < nb && !done; j++) {
-            if (!sOk[j]) continue;
-            float geo[GEO];
-            for (int q = 0; q < GEO; q++) geo[q] = sGeo[j * GEO + q];
-            float o = sOpac[j], cut = sCut[j];
+            if (!s.ok[j]) continue;
+            float geo[GEO_N(RAY)];
+            load_geo<RAY>(s, j, geo);
+            float o = s.opac[j], cut = s.cut[j];
             float power;
-            if (ray) {
+            if (RAY) {
                 float w[3], v[3], sc;
                 if (!ray_perp(geo, cut, d0, d1, d2, w, sc, v)) continue;
                 power = ray_power(w);
@@ -84,9 +79,9 @@ KERNEL raster_fwd(Raster rp, const GPTR u32* readout, const GPTR u32* tileOffset
                 break;
             }
             float wt = mul_rn(alpha, T);
-            cr = cr + mul_rn(wt, sCol[j * 3]);
-            cg = cg + mul_rn(wt, sCol[j * 3 + 1]);
-            cb = cb + mul_rn(wt, sCol[j * 3 + 2]);
+            cr = cr + mul_rn(wt, s.col[j * 3]);
+            cg = cg + mul_rn(wt, s.col[j * 3 + 1]);
+            cb = cb + mul_rn(wt, s.col[j * 3 + 2]);
             T = tn;
             cnt = b0 - start + j + 1u;
             hits++;
@@ -104,4 +99,28 @@ KERNEL raster_fwd(Raster rp, const GPTR u32* readout, const GPTR u32* tileOffset
         finalT[pix] = T;
         count[pix] = cnt;
     }
+}
+
+KERNEL raster_fwd_ewa(Raster rp, const GPTR u32* readout, const GPTR u32* tileOffsets, const GPTR u32* ids,
+                      const GPTR float* opacity, const GPTR float* color, const GPTR float* mean2d,
+                      const GPTR float* conic, const GPTR float* rayU, const GPTR float* rayA,
+                      const GPTR float* rays, GPTR float* image, GPTR float* finalT, GPTR u32* count)
+{
+    if (readout[RO_ABORT]) return;
+    SHARED Staged<false> s;
+    SHARED u32 alive;
+    raster_fwd_body<false>(s, alive, rp, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image,
+                           finalT, count);
+}
+
+KERNEL raster_fwd_ray(Raster rp, const GPTR u32* readout, const GPTR u32* tileOffsets, const GPTR u32* ids,
+                      const GPTR float* opacity, const GPTR float* color, const GPTR float* mean2d,
+                      const GPTR float* conic, const GPTR float* rayU, const GPTR float* rayA,
+                      const GPTR float* rays, GPTR float* image, GPTR float* finalT, GPTR u32* count)
+{
+    if (readout[RO_ABORT]) return;
+    SHARED Staged<true> s;
+    SHARED u32 alive;
+    raster_fwd_body<true>(s, alive, rp, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image,
+                          finalT, count);
 }

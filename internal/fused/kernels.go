@@ -18,7 +18,8 @@ type kernels struct {
 	scanBlocks, scanAdd                 gpu.Kernel
 	sortHist, sortScatter               gpu.Kernel
 	tileRanges                          gpu.Kernel
-	rasterFwd, rasterBwd                gpu.Kernel
+	rasterFwdEWA, rasterFwdRay          gpu.Kernel // one entry point per render model
+	rasterBwdEWA, rasterBwdRay          gpu.Kernel
 	lossPointwise, lossSSIM, lossSSIMDx gpu.Kernel
 	lossSSIMGrad, lossFinish            gpu.Kernel
 	projectBwd                          gpu.Kernel
@@ -40,10 +41,10 @@ func loadKernels(dev gpu.Device) (*kernels, error) {
 		{"scan.cu", map[string]*gpu.Kernel{"scan_blocks": &k.scanBlocks, "scan_add": &k.scanAdd}},
 		{"sort.cu", map[string]*gpu.Kernel{"sort_hist": &k.sortHist, "sort_scatter": &k.sortScatter}},
 		{"ranges.cu", map[string]*gpu.Kernel{"tile_ranges": &k.tileRanges}},
-		{"raster_fwd.cu", map[string]*gpu.Kernel{"raster_fwd": &k.rasterFwd}},
+		{"raster_fwd.cu", map[string]*gpu.Kernel{"raster_fwd_ewa": &k.rasterFwdEWA, "raster_fwd_ray": &k.rasterFwdRay}},
 		{"loss.cu", map[string]*gpu.Kernel{"loss_pointwise": &k.lossPointwise, "loss_ssim": &k.lossSSIM,
 			"loss_ssim_dx": &k.lossSSIMDx, "loss_ssim_grad": &k.lossSSIMGrad, "loss_finish": &k.lossFinish}},
-		{"raster_bwd.cu", map[string]*gpu.Kernel{"raster_bwd": &k.rasterBwd}},
+		{"raster_bwd.cu", map[string]*gpu.Kernel{"raster_bwd_ewa": &k.rasterBwdEWA, "raster_bwd_ray": &k.rasterBwdRay}},
 		{"project_bwd.cu", map[string]*gpu.Kernel{"project_bwd": &k.projectBwd}},
 		{"adam.cu", map[string]*gpu.Kernel{"adam_step": &k.adamStep, "opacity_reset": &k.opacityReset}},
 		{"edit.cu", map[string]*gpu.Kernel{"gather_rows": &k.gatherRows}},
