@@ -165,7 +165,7 @@ func runBench(o *benchOptions, c *config.Config, s *streams) error {
 	defer eng.Close()
 	lr := engine.LR{Means: float32(opt.MeansLR * ds.Extent), LogScales: float32(opt.ScalesLR), Quats: float32(opt.QuatsLR),
 		Opacity: float32(opt.OpacityLR), SHDC: float32(opt.SHDCLR), SHRest: float32(opt.SHRestLR)}
-	so := engine.StepOptions{SHDegree: c.Model.SHDegree, LR: lr, Background: app.Background(c)}
+	so := engine.StepOptions{SHDegree: c.Model.SHDegree, LR: lr, Background: app.Background(c), WantTimings: true}
 	stages := map[string][]float64{}
 	var stopProfile func()
 	var total, visible, entries []float64

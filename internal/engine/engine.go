@@ -41,6 +41,10 @@ type StepOptions struct {
 	AccumulateStats bool
 	// WantImage asks for the rendered image in the result (a readout).
 	WantImage bool
+	// WantTimings asks for StepResult.Timings. A GPU engine times its stages with device
+	// events and reads each back with a host round trip, so it skips both when not asked;
+	// training asks only on the steps it logs.
+	WantTimings bool
 }
 
 // Stage names, one word per stage in every place (style.md §6.2).
@@ -67,7 +71,8 @@ type StepResult struct {
 	Visible             int // splats in front of the camera and on the image
 	Entries             int // tile-list entries
 	Image               []float32
-	// Timings per stage (wall time on the CPU, device events on a GPU).
+	// Timings per stage (wall time on the CPU, device events on a GPU); a GPU engine
+	// leaves it nil unless StepOptions.WantTimings.
 	Timings map[string]time.Duration
 	// NonFinite counts gradient or update elements the optimizer dropped.
 	NonFinite int

@@ -38,7 +38,7 @@ func benchStep(b *testing.B, m prep.Model, n, w, h int) {
 	defer fe.Close()
 	cam := lookAt([3]float64{0.3, -0.8, -3}, w, h)
 	v := &engine.View{Camera: cam, Target: randomImage(rng, w, h)}
-	o := engine.StepOptions{SHDegree: 3, LR: testLR(), AccumulateStats: true}
+	o := engine.StepOptions{SHDegree: 3, LR: testLR(), AccumulateStats: true, WantTimings: true}
 	res, err := fe.Step(v, o) // warm-up: kernel loads, list growth
 	if err != nil {
 		b.Fatal(err)

@@ -82,6 +82,8 @@ type Engine struct {
 	graphs    bool
 	graph     gpu.Graph
 	capturing bool
+	// timed: the step under way records its stage events (StepOptions.WantTimings).
+	timed bool
 
 	// cpu-conic: the host's projection and lists.
 	binner    prep.Binner

@@ -83,6 +83,9 @@ func (e *Engine) graphStep(cam *camera.Camera, tgt gpu.Buffer, o engine.StepOpti
 		}
 	}
 	p.graphed = true
+	if !e.timed {
+		return p, e.graph.Launch()
+	}
 	if err := e.dev.Record(e.events[0]); err != nil {
 		return nil, err
 	}
@@ -115,6 +118,7 @@ func (e *Engine) Step(v *engine.View, o engine.StepOptions) (engine.StepResult, 
 	if err != nil {
 		return engine.StepResult{}, err
 	}
+	e.timed = o.WantTimings
 	var ro readout
 	var p *pass
 	for attempt := 1; ; attempt++ {
@@ -140,14 +144,18 @@ func (e *Engine) Step(v *engine.View, o engine.StepOptions) (engine.StepResult, 
 		Visible: int(ro[roVisible]), Entries: int(ro[roEntries]), NonFinite: int(ro[roNonFinite]),
 	}
 	res.Loss, res.L1, res.MSE, res.SSIM = lossResult(e.set.Loss, e.set.SSIMLambda, &ro, w*h*3)
-	if p.graphed {
+	switch {
+	case !e.timed:
+	case p.graphed:
 		ms, err := e.dev.ElapsedMs(e.events[0], e.events[len(e.events)-1])
 		if err != nil {
 			return engine.StepResult{}, fmt.Errorf("fused: timing the step: %w", err)
 		}
 		res.Timings = map[string]time.Duration{engine.StageStep: time.Duration(float64(ms) * float64(time.Millisecond))}
-	} else if res.Timings, err = e.timings(p, true); err != nil {
-		return engine.StepResult{}, err
+	default:
+		if res.Timings, err = e.timings(p, true); err != nil {
+			return engine.StepResult{}, err
+		}
 	}
 	if o.WantImage {
 		if res.Image, err = e.downloadImage(w, h); err != nil {
@@ -185,6 +193,7 @@ func (e *Engine) Render(cam *camera.Camera, shDegree int, bg [3]float32) ([]floa
 	if err := e.growPixels(cam.Width, cam.Height); err != nil {
 		return nil, err
 	}
+	e.timed = false
 	for attempt := 1; ; attempt++ {
 		if _, err := e.forward(cam, shDegree, bg); err != nil {
 			return nil, fmt.Errorf("fused: render: %w", err)
@@ -223,10 +232,11 @@ func (e *Engine) readout() (readout, error) {
 	return readoutFromBytes(b), nil
 }
 
-// record queues the timing event of stage boundary i (0 = before the first stage); while a
-// step is being captured there are no stage boundaries to time (graphStep times the replay).
+// record queues the timing event of stage boundary i (0 = before the first stage) when the
+// step is timed; while a step is being captured there are no stage boundaries to time
+// (graphStep times the replay).
 func (e *Engine) record(i int) error {
-	if e.capturing {
+	if e.capturing || !e.timed {
 		return nil
 	}
 	return e.dev.Record(e.events[i])

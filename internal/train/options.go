@@ -96,7 +96,7 @@ type Progress struct {
 	ElapsedSec  float64
 	SHDegree    int
 	Densified   bool
-	StageMillis map[string]float64
+	StageMillis map[string]float64 // the step's stage times, on the steps that log them (else nil)
 }
 
 // Evaluated is sent after an evaluation over the test views.

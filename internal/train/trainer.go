@@ -256,7 +256,7 @@ func (t *Trainer) Run(ctx context.Context, emit func(Event)) error {
 		t.step = s
 		window.add(time.Since(stepStart))
 		psnr := psnrFromMSE(res.MSE)
-		if s%max(o.LogEvery, 1) == 0 || s == 1 || s == o.Iterations {
+		if t.logs(s) {
 			t.curve = append(t.curve, curvePoint{Step: s, Loss: res.Loss, PSNR: psnr, TestPSNR: math.NaN()})
 			t.logJSON(map[string]any{
 				"step": s, "loss": res.Loss, "l1": res.L1, "mse": res.MSE, "ssim": res.SSIM, "psnr": psnr,
@@ -287,6 +287,11 @@ func (t *Trainer) Run(ctx context.Context, emit func(Event)) error {
 	return t.finish()
 }
 
+// logs says whether step s writes a metrics line (and so asks the engine for its stage times).
+func (t *Trainer) logs(s int) bool {
+	return s%max(t.opt.LogEvery, 1) == 0 || s == 1 || s == t.opt.Iterations
+}
+
 // engineStep runs the engine's training step s (1-based) on the next view.
 func (t *Trainer) engineStep(s int) (engine.StepResult, error) {
 	o := &t.opt
@@ -305,6 +310,7 @@ func (t *Trainer) engineStep(s int) (engine.StepResult, error) {
 		LR:              t.lr(s),
 		Background:      bg,
 		AccumulateStats: d.Enabled && s < d.Until,
+		WantTimings:     t.logs(s),
 	})
 	if err != nil {
 		return res, fmt.Errorf("train: step %d (view %s): %w", s, view.Name, err)
