@@ -4,22 +4,26 @@
 // keeps a tile only when prep's exact TileHit test passes; conic = 0 (gpu-radius-aabb) keeps
 // every tile of the rect.
 //
-// The host runs: bin_count, bin_count_big, sort.cu over the splats' depth keys (4 passes),
-// bin_rank, a scan of the ranked counts, bin_total, bin_emit, bin_emit_big.
+// The host runs: bin_count, bin_count_big, a scan of the valid flags, bin_compact, sort.cu
+// over the visible splats' depth keys (4 passes), bin_rank, a scan of the ranked counts,
+// bin_total, bin_emit, bin_emit_big.
 //
-// bin_count: one thread per splat i < n, plus thread n, which writes counts[n] = 0. A splat
-//   whose box has more than bigArea tiles is queued in bigList (readout[RO_BIG] of them, in no
-//   particular order) for bin_count_big, a warp per splat; the others' hits are kept as a bit
-//   mask (bit k: tile k of the box, row-major; bigArea ≤ 32), so that bin_emit need not test
-//   the tiles again (the exact test is float64 arithmetic). It also writes the depth sort's
-//   input: dkeys[i] = the depth's bits (positive floats order as their bits) for a valid
-//   splat, 2³²−1 otherwise (they sort last and emit nothing), and order[i] = i, so that the
-//   stable sort leaves equal depths in splat-id order.
-//   valid [n] u32, depth [n] f32, boundCenter [n,2], boundQ [n,3] f32, rect [n,4] i32;
-//   counts [n+1] u32, bigList [n] u32, dkeys [n] u32, order [n] u32, hitMask [n] u32
+// bin_count: one thread per splat i < n, plus thread n, which writes counts[n] = 0 and
+//   flags[n] = 0. A splat whose box has more than bigArea tiles is queued in bigList
+//   (readout[RO_BIG] of them, in no particular order) for bin_count_big, a warp per splat; the
+//   others' hits are kept as a bit mask (bit k: tile k of the box, row-major; bigArea ≤ 32),
+//   so that bin_emit need not test the tiles again (the exact test is float64 arithmetic).
+//   flags[i] = valid[i] (1 or 0), for the scan that places the visible splats.
+//   valid [n] u32, boundCenter [n,2], boundQ [n,3] f32, rect [n,4] i32;
+//   counts [n+1] u32, bigList [n] u32, hitMask [n] u32, flags [n+1] u32
+// bin_compact: one thread per splat; flags scanned: a valid splat i writes the depth sort's
+//   input at its place flags[i] among the visible ones, in splat-id order (so that the stable
+//   sort leaves equal depths in id order): dkeys = the depth's bits (the CPU's key bits),
+//   order = i. The sort then covers the V = flags[n] visible splats alone.
+//   depth [n] f32; dkeys [n] u32, order [n] u32
 // bin_rank: one thread per rank r ≤ n over the depth-sorted order: ranked[r] = counts[order[r]]
-//   (ranked[n] = 0, so that the exclusive scan of ranked ends with the total), rankOf[order[r]]
-//   = r. After the scan ranked[r] is where the r-th nearest splat's entries start.
+//   and rankOf[order[r]] = r for r < V, ranked[r] = 0 from V to n (so that the exclusive scan of
+//   ranked ends with the total). After the scan ranked[r] is where the r-th nearest splat's entries start.
 // bin_total: one thread; ranked [n+1] u32 scanned; writes readout[RO_ENTRIES] and
 //   readout[RO_ABORT] = entries > cap (every later stage then does nothing, and the host grows
 //   the lists and runs the step again: entries are never dropped silently).
@@ -87,24 +91,19 @@ DEVICE bool splat_tile_hit(Cam cam, const GPTR float* boundCenter, const GPTR fl
                     tx * ts, ty * ts, px1, py1);
 }
 
-KERNEL bin_count(Cam cam, const GPTR u32* valid, const GPTR float* depth, const GPTR float* boundCenter,
-                 const GPTR float* boundQ, const GPTR i32* rect, u32 conic, int bigArea, GPTR u32* counts,
-                 GPTR u32* readout, GPTR u32* bigList, GPTR u32* dkeys, GPTR u32* order, GPTR u32* hitMask)
+KERNEL bin_count(Cam cam, const GPTR u32* valid, const GPTR float* boundCenter, const GPTR float* boundQ,
+                 const GPTR i32* rect, u32 conic, int bigArea, GPTR u32* counts, GPTR u32* readout,
+                 GPTR u32* bigList, GPTR u32* hitMask, GPTR u32* flags)
 {
     u32 n = (u32)cam.n;
     u32 i = BID * BDIM + TID;
     if (i > n) return;
-    if (i == n) {
+    if (i == n || !valid[i]) {
         counts[i] = 0u;
+        flags[i] = 0u;
         return;
     }
-    order[i] = i;
-    if (!valid[i]) {
-        counts[i] = 0u;
-        dkeys[i] = 0xffffffffu;
-        return;
-    }
-    dkeys[i] = f32_bits(depth[i]);
+    flags[i] = 1u;
     int area = rect_area(rect, i);
     if (area > bigArea) {
         counts[i] = 0u; // bin_count_big writes it
@@ -140,12 +139,23 @@ KERNEL bin_count_big(Cam cam, const GPTR float* boundCenter, const GPTR float* b
     }
 }
 
-KERNEL bin_rank(const GPTR u32* counts, const GPTR u32* order, u32 n, GPTR u32* ranked, GPTR u32* rankOf)
+KERNEL bin_compact(const GPTR u32* valid, const GPTR float* depth, const GPTR u32* flags, u32 n, GPTR u32* dkeys,
+                   GPTR u32* order)
+{
+    u32 i = BID * BDIM + TID;
+    if (i >= n || !valid[i]) return;
+    u32 at = flags[i];
+    dkeys[at] = f32_bits(depth[i]);
+    order[at] = i;
+}
+
+KERNEL bin_rank(const GPTR u32* counts, const GPTR u32* order, const GPTR u32* flags, u32 n, GPTR u32* ranked,
+                GPTR u32* rankOf)
 {
     u32 r = BID * BDIM + TID;
     if (r > n) return;
-    if (r == n) {
-        ranked[n] = 0u;
+    if (r >= flags[n]) {
+        ranked[r] = 0u;
         return;
     }
     u32 i = order[r];

@@ -7,9 +7,9 @@
 // short sorts move far fewer bytes than one over 64-bit keys: the depth bits are sorted once
 // per splat instead of once per entry.
 //
-// Both kernels: blocks of exactly 256 threads; block b owns elements [4096b, 4096b+4096) of
-// the m elements, m = count, or readout[RO_ENTRIES] when fromReadout is set (the entry count is
-// only known on the device); nothing runs when readout[RO_ABORT] is set.
+// Both kernels: blocks of exactly 256 threads, a grid sized for the most elements there can
+// be; block b owns elements [4096b, 4096b+4096) of the m = *count elements (a device word: the
+// counts come from earlier kernels); nothing runs when readout[RO_ABORT] is set.
 // sort_hist: hist [256*nb] u32 digit-major: hist[d*nb + b] = count of digit d in block b.
 // (The host scans hist exclusively into offsets.)
 // sort_scatter: writes every element to offsets[d*nb + b] plus its rank among the elements of
@@ -22,17 +22,12 @@
 #define SORT_ROUNDS 16u
 #define SORT_CHUNK (SORT_THREADS * SORT_ROUNDS)
 
-DEVICE u32 sort_count(const GPTR u32* readout, u32 count, u32 fromReadout)
-{
-    return fromReadout ? readout[RO_ENTRIES] : count;
-}
-
-KERNEL sort_hist(const GPTR u32* keys, const GPTR u32* readout, u32 count, u32 fromReadout, u32 shift, u32 nb,
+KERNEL sort_hist(const GPTR u32* keys, const GPTR u32* readout, const GPTR u32* count, u32 shift, u32 nb,
                  GPTR u32* hist)
 {
     if (readout[RO_ABORT]) return;
     SHARED u32 h[256];
-    u32 m = sort_count(readout, count, fromReadout);
+    u32 m = *count;
     h[TID] = 0u;
     BARRIER();
     u32 base = BID * SORT_CHUNK;
@@ -46,14 +41,13 @@ KERNEL sort_hist(const GPTR u32* keys, const GPTR u32* readout, u32 count, u32 f
 }
 
 KERNEL sort_scatter(const GPTR u32* keysIn, const GPTR u32* valsIn, GPTR u32* keysOut, GPTR u32* valsOut,
-                    const GPTR u32* readout, u32 count, u32 fromReadout, u32 shift, u32 nb,
-                    const GPTR u32* offsets)
+                    const GPTR u32* readout, const GPTR u32* count, u32 shift, u32 nb, const GPTR u32* offsets)
 {
     if (readout[RO_ABORT]) return;
     SHARED u32 base[256];
     SHARED u32 wcnt[8 * 256]; // [warp][digit]
     SHARED u32 roundTot[256];
-    u32 m = sort_count(readout, count, fromReadout);
+    u32 m = *count;
     base[TID] = offsets[TID * nb + BID];
     u32 start = BID * SORT_CHUNK;
     u32 lane = LANE, warp = WARP_ID;

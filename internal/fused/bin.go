@@ -10,7 +10,7 @@ import (
 const depthSortPasses = 4
 
 // bin launches bin.cu (design.md §5 step 2): count the tiles of every splat (small boxes a
-// thread each, large ones a warp each), sort the splats by depth, scan the counts in depth
+// thread each, large ones a warp each), sort the visible splats by depth, scan the counts in depth
 // order into offsets, publish the total (and the overflow flag), and emit the entries (again
 // small and large apart) in depth order, ready for sort's stable pass over the tiles.
 func (e *Engine) bin(cam *camera.Camera, shDegree int) error {
@@ -21,9 +21,9 @@ func (e *Engine) bin(cam *camera.Camera, shDegree int) error {
 	}
 	cb := gpu.Bytes(camBytes(cam, &e.set, shDegree, n))
 	if err := e.dev.Launch(e.k.binCount, gpu.BlocksFor(uint32(n+1), 256), gpu.Dim3{256}, 0,
-		cb, gpu.Ptr(e.valid), gpu.Ptr(e.depth), gpu.Ptr(e.boundCenter), gpu.Ptr(e.boundQ), gpu.Ptr(e.rect), gpu.U32(conic),
+		cb, gpu.Ptr(e.valid), gpu.Ptr(e.boundCenter), gpu.Ptr(e.boundQ), gpu.Ptr(e.rect), gpu.U32(conic),
 		gpu.I32(int32(e.bigArea)), gpu.Ptr(e.counts), gpu.Ptr(e.readoutBuf), gpu.Ptr(e.bigList),
-		gpu.Ptr(e.depthKeys), gpu.Ptr(e.order), gpu.Ptr(e.hitMask)); err != nil {
+		gpu.Ptr(e.hitMask), gpu.Ptr(e.visFlags)); err != nil {
 		return err
 	}
 	big := bigGrid(n)
@@ -32,13 +32,21 @@ func (e *Engine) bin(cam *camera.Camera, shDegree int) error {
 		gpu.Ptr(e.readoutBuf), gpu.Ptr(e.bigList), gpu.Ptr(e.counts)); err != nil {
 		return err
 	}
+	// The visible splats, in id order, then sorted by depth.
+	if err := e.scan(e.visFlags, n+1); err != nil {
+		return err
+	}
+	if err := e.dev.Launch(e.k.binCompact, gpu.BlocksFor(uint32(n), 256), gpu.Dim3{256}, 0,
+		gpu.Ptr(e.valid), gpu.Ptr(e.depth), gpu.Ptr(e.visFlags), gpu.U32(uint32(n)), gpu.Ptr(e.depthKeys), gpu.Ptr(e.order)); err != nil {
+		return err
+	}
 	order, err := e.radixSort(sortPair{e.depthKeys, e.order}, sortPair{e.depthKeysTmp, e.orderTmp},
-		n, false, depthSortPasses)
+		n, gpu.PtrAt(e.visFlags, 4*n), depthSortPasses)
 	if err != nil {
 		return err
 	}
 	if err := e.dev.Launch(e.k.binRank, gpu.BlocksFor(uint32(n+1), 256), gpu.Dim3{256}, 0,
-		gpu.Ptr(e.counts), gpu.Ptr(order.vals), gpu.U32(uint32(n)), gpu.Ptr(e.ranked), gpu.Ptr(e.rankOf)); err != nil {
+		gpu.Ptr(e.counts), gpu.Ptr(order.vals), gpu.Ptr(e.visFlags), gpu.U32(uint32(n)), gpu.Ptr(e.ranked), gpu.Ptr(e.rankOf)); err != nil {
 		return err
 	}
 	if err := e.scan(e.ranked, n+1); err != nil {

@@ -483,7 +483,7 @@ func (r *rows) lists(name string, want *prep.TileLists, entries int) {
 // 0xFF bytes: NaN for floats, 2³²−1 for words, so that anything a stage fails to write shows.
 func (e *Engine) poison() error {
 	for _, b := range []gpu.Buffer{e.grads, e.valid, e.depth, e.opacity, e.color, e.mean2d, e.conic, e.rayU, e.rayA,
-		e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.counts, e.depthKeys, e.order, e.depthKeysTmp, e.orderTmp, e.ranked, e.rankOf,
+		e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.counts, e.visFlags, e.depthKeys, e.order, e.depthKeysTmp, e.orderTmp, e.ranked, e.rankOf,
 		e.hitMask, e.keys, e.ids, e.keysTmp, e.idsTmp,
 		e.hist, e.tileOffsets, e.image, e.finalT, e.count, e.dImage, e.rays, e.hq, e.dmap, e.hd,
 		e.partAbs, e.partSq, e.partSSIM} {

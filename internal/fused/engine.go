@@ -48,12 +48,13 @@ type Engine struct {
 	pg                                                      gpu.Buffer // [pgFloats·capN]
 	grad2d, statAccum, statCount, statMaxRadius, counts     gpu.Buffer
 	bigList                                                 gpu.Buffer // bin.cu: splats queued for a warp each
-	// bin.cu's depth sort of the splats (keys, ids and their ping-pong pair), the tile counts
-	// in depth order (scanned into offsets: n+1 words) and each splat's rank in that order.
-	depthKeys, order, depthKeysTmp, orderTmp, ranked, rankOf gpu.Buffer
-	hitMask                                                  gpu.Buffer // bin.cu: each small box's tiles hit
-	editSrc                                                  gpu.Buffer // edit.cu: the plan's source splat per new splat
-	adamStep                                                 int64
+	// bin.cu's depth sort of the visible splats (their flags, scanned into places: n+1
+	// words; keys, ids and their ping-pong pair), the tile counts in depth order (scanned
+	// into offsets: n+1 words) and each splat's rank in that order.
+	visFlags, depthKeys, order, depthKeysTmp, orderTmp, ranked, rankOf gpu.Buffer
+	hitMask                                                            gpu.Buffer // bin.cu: each small box's tiles hit
+	editSrc                                                            gpu.Buffer // edit.cu: the plan's source splat per new splat
+	adamStep                                                           int64
 
 	// Tile lists, capacity listCap entries: u32 tile keys and splat ids; sortedKeys/IDs name
 	// the pair that holds the sorted lists after the last sort. hist serves both sorts.
@@ -256,7 +257,7 @@ func (e *Engine) growSplats(n int) error {
 			return fmt.Errorf("fused: buffers for %d Gaussians: %w", c, err)
 		}
 	}
-	for _, b := range []*gpu.Buffer{&e.counts, &e.ranked} {
+	for _, b := range []*gpu.Buffer{&e.counts, &e.ranked, &e.visFlags} {
 		if err := e.ensure(b, (c+1)*f); err != nil {
 			return fmt.Errorf("fused: buffers for %d Gaussians: %w", c, err)
 		}
@@ -618,7 +619,7 @@ func (e *Engine) release() error {
 	e.targets = nil
 	bufs := []gpu.Buffer{e.params, e.grads, e.adamM, e.adamV, e.valid, e.depth, e.opacity, e.color, e.mean2d,
 		e.conic, e.rayU, e.rayA, e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.bigList, e.editSrc, e.statAccum,
-		e.statCount, e.statMaxRadius, e.counts, e.depthKeys, e.order, e.depthKeysTmp, e.orderTmp, e.ranked, e.rankOf, e.hitMask, e.keys, e.ids, e.keysTmp, e.idsTmp, e.hist, e.tileOffsets,
+		e.statCount, e.statMaxRadius, e.counts, e.visFlags, e.depthKeys, e.order, e.depthKeysTmp, e.orderTmp, e.ranked, e.rankOf, e.hitMask, e.keys, e.ids, e.keysTmp, e.idsTmp, e.hist, e.tileOffsets,
 		e.image, e.finalT, e.count, e.dImage, e.rays, e.hq, e.dmap, e.hd, e.partAbs, e.partSq, e.partSSIM,
 		e.readoutBuf, e.dummy}
 	bufs = append(bufs, e.scanSums...)

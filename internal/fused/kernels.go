@@ -12,8 +12,8 @@ type kernels struct {
 	mods []gpu.Module
 
 	project, pixelRays                  gpu.Kernel
-	binCount, binRank, binTotal         gpu.Kernel
-	binEmit                             gpu.Kernel
+	binCount, binCompact, binRank       gpu.Kernel
+	binTotal, binEmit                   gpu.Kernel
 	binCountBig, binEmitBig             gpu.Kernel
 	scanBlocks, scanAdd                 gpu.Kernel
 	sortHist, sortScatter               gpu.Kernel
@@ -36,7 +36,7 @@ func loadKernels(dev gpu.Device) (*kernels, error) {
 		entries map[string]*gpu.Kernel
 	}{
 		{"project.cu", map[string]*gpu.Kernel{"project": &k.project, "pixel_rays": &k.pixelRays}},
-		{"bin.cu", map[string]*gpu.Kernel{"bin_count": &k.binCount, "bin_rank": &k.binRank, "bin_total": &k.binTotal, "bin_emit": &k.binEmit,
+		{"bin.cu", map[string]*gpu.Kernel{"bin_count": &k.binCount, "bin_compact": &k.binCompact, "bin_rank": &k.binRank, "bin_total": &k.binTotal, "bin_emit": &k.binEmit,
 			"bin_count_big": &k.binCountBig, "bin_emit_big": &k.binEmitBig}},
 		{"scan.cu", map[string]*gpu.Kernel{"scan_blocks": &k.scanBlocks, "scan_add": &k.scanAdd}},
 		{"sort.cu", map[string]*gpu.Kernel{"sort_hist": &k.sortHist, "sort_scatter": &k.sortScatter}},

@@ -22,7 +22,8 @@ func tileSortPasses(tiles int) int { return max((bits.Len(uint(max(tiles-1, 0)))
 // holds the lists. The grids cover the lists' capacity; the kernels read the entry count
 // from the readout.
 func (e *Engine) sort(tiles int) error {
-	p, err := e.radixSort(sortPair{e.keys, e.ids}, sortPair{e.keysTmp, e.idsTmp}, e.listCap, true, tileSortPasses(tiles))
+	p, err := e.radixSort(sortPair{e.keys, e.ids}, sortPair{e.keysTmp, e.idsTmp}, e.listCap,
+		gpu.PtrAt(e.readoutBuf, roEntries*4), tileSortPasses(tiles))
 	if err != nil {
 		return err
 	}
@@ -31,19 +32,14 @@ func (e *Engine) sort(tiles int) error {
 }
 
 // radixSort launches sort.cu's passes over the low 8·passes bits of src's keys, ping-ponging
-// with tmp, and returns the pair that ends up sorted. count is the element count, or with
-// fromReadout the capacity the grids cover (the kernels then read the count on the device).
-func (e *Engine) radixSort(src, tmp sortPair, count int, fromReadout bool, passes int) (sortPair, error) {
-	nb := sortBlocks(count)
-	fr := uint32(0)
-	if fromReadout {
-		fr = 1
-	}
+// with tmp, and returns the pair that ends up sorted. count points at the element count on the
+// device; capacity, the most it can be, sizes the grids.
+func (e *Engine) radixSort(src, tmp sortPair, capacity int, count gpu.Arg, passes int) (sortPair, error) {
+	nb := sortBlocks(capacity)
 	for pass := range passes {
 		shift := uint32(8 * pass)
 		if err := e.dev.Launch(e.k.sortHist, gpu.Dim3{uint32(nb)}, gpu.Dim3{256}, 0,
-			gpu.Ptr(src.keys), gpu.Ptr(e.readoutBuf), gpu.U32(uint32(count)), gpu.U32(fr), gpu.U32(shift),
-			gpu.U32(uint32(nb)), gpu.Ptr(e.hist)); err != nil {
+			gpu.Ptr(src.keys), gpu.Ptr(e.readoutBuf), count, gpu.U32(shift), gpu.U32(uint32(nb)), gpu.Ptr(e.hist)); err != nil {
 			return sortPair{}, err
 		}
 		if err := e.scan(e.hist, 256*nb); err != nil {
@@ -51,7 +47,7 @@ func (e *Engine) radixSort(src, tmp sortPair, count int, fromReadout bool, passe
 		}
 		if err := e.dev.Launch(e.k.sortScatter, gpu.Dim3{uint32(nb)}, gpu.Dim3{256}, 0,
 			gpu.Ptr(src.keys), gpu.Ptr(src.vals), gpu.Ptr(tmp.keys), gpu.Ptr(tmp.vals), gpu.Ptr(e.readoutBuf),
-			gpu.U32(uint32(count)), gpu.U32(fr), gpu.U32(shift), gpu.U32(uint32(nb)), gpu.Ptr(e.hist)); err != nil {
+			count, gpu.U32(shift), gpu.U32(uint32(nb)), gpu.Ptr(e.hist)); err != nil {
 			return sortPair{}, err
 		}
 		src, tmp = tmp, src

@@ -133,27 +133,33 @@ func TestSortAndRanges(t *testing.T) {
 			}
 		}
 
-		// The depth sort: float bits of a few depths and their neighbours, and the 2³²−1 of
-		// invalid splats; the count comes from the host, not the readout's entries.
+		// The depth sort: float bits of a few depths and their neighbours, over the first m2 of
+		// the c.m keys the grids cover, m2 read from a device word other than the entry count.
 		depths := []uint32{0x3f800000, 0x3f800001, 0x40000000, 0x3e000000, 0x41200000, 0xffffffff}
 		for i := range keys {
 			keys[i] = depths[rng.IntN(len(depths))] - uint32(rng.IntN(2))
 			ids[i] = uint32(i)
 		}
+		m2 := c.m - c.m/7
 		if err := gpu.UploadSlice(dev, fe.keys, 0, keys); err != nil {
 			t.Fatal(err)
 		}
 		if err := gpu.UploadSlice(dev, fe.ids, 0, ids); err != nil {
 			t.Fatal(err)
 		}
-		if err := gpu.UploadU32(dev, fe.readoutBuf, []uint32{0, 7, 0}); err != nil { // not the count
+		const countWord = 12 // a readout word no kernel here writes
+		if err := gpu.UploadSlice(dev, fe.readoutBuf, 0, []uint32{0, 7, 0}); err != nil {
 			t.Fatal(err)
 		}
-		got, err := fe.radixSort(sortPair{fe.keys, fe.ids}, sortPair{fe.keysTmp, fe.idsTmp}, c.m, false, depthSortPasses)
+		if err := gpu.UploadSlice(dev, fe.readoutBuf, countWord, []uint32{uint32(m2)}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := fe.radixSort(sortPair{fe.keys, fe.ids}, sortPair{fe.keysTmp, fe.idsTmp}, c.m,
+			gpu.PtrAt(fe.readoutBuf, countWord*4), depthSortPasses)
 		if err != nil {
 			t.Fatal(err)
 		}
-		check(fmt.Sprintf("depth sort of %d keys", c.m), stable(keys, ids), got)
+		check(fmt.Sprintf("depth sort of %d of %d keys", m2, c.m), stable(keys[:m2], ids[:m2]), got)
 	}
 }
 
