@@ -3,7 +3,12 @@
 // (or the ray model's A and u), the opacity sigmoid and the quaternion normalisation
 // (internal/prep/project_bwd.go is the CPU twin), plus the densification statistics.
 //
-// project_bwd: one thread per splat i < n (1-D grid); nothing runs when readout[RO_ABORT] is set.
+// project_bwd: one thread per splat, i = BID*BDIM + TID over a 1-D grid of blocks of SH_BLOCK
+//   (128) threads (at most SH_BLOCK: the shared rows); nothing runs when readout[RO_ABORT] is set.
+//   The SH coefficients and their gradients go through shared memory with coalesced loads and
+//   stores (below): the block stages its splats' 48 coefficients, each thread replaces its row
+//   by the gradients, and the block writes the rows back; every thread of the block reaches
+//   both barriers, splats past n and invalid ones included.
 //   cam Cam by value; params [59n] f32 packed; valid [n] u32, radius [n] f32 (project)
 //   gColor [n,3], gOpacity [n]; EWA gMean2d [n,2], gConic [n,3]; ray gRayU [n,3], gRayA [n,9]
 //   grads [59n] f32 packed (every element written once; invalid splats get 0)
@@ -15,35 +20,72 @@
 #include "geom.h"
 #include "readout.h"
 
-// sh_backward writes all 48 SH coefficient gradients of a splat (zero above the degree and for
-// clamped channels) and returns dL/dμ through the view direction in dmu. The loops have
-// constant trip counts, so that the coefficient arrays stay in registers.
-DEVICE void sh_backward(const Cam& cam, const GPTR float* sh, const float* mean, const float* dColor,
-                        GPTR float* gsh, float* dmu)
+// SH staging. A splat's 48 SH floats are 192 bytes apart from the next splat's, so a warp whose
+// threads each read or write their own splat's coefficients touches 32 cache lines per
+// instruction. project_bwd instead moves the SH range of its block's splats between global and
+// shared memory cooperatively, thread t taking elements t, t+BDIM, … of the range (consecutive
+// addresses across a warp: coalesced), and each thread then uses its own row of the shared
+// array. Blocks have at most SH_BLOCK threads (24.5 KB of rows); a row is padded to SH_SROW = 49
+// floats, an odd stride, so that the threads' accesses to row TID hit 32 different banks.
+// (project, which reads the coefficients of the visible splats alone, stays with direct loads:
+// staging every splat's made it slower on real views, where most splats are culled.)
+#define SH_BLOCK 128
+#define SH_SROW 49
+
+// sh_stage_in copies the 48 SH floats of each of the cnt splats whose SH start at src into the
+// rows of s, skipping the splats valid marks invalid (their rows are zeroed, not read). Every
+// thread of the block takes part; a BARRIER() must follow before the rows are read.
+DEVICE void sh_stage_in(const GPTR float* src, const GPTR u32* valid, u32 cnt, float* s)
+{
+    u32 total = cnt * SH_STRIDE;
+    for (u32 e = TID; e < total; e += BDIM) {
+        u32 j = e / SH_STRIDE, r = e - j * SH_STRIDE;
+        if (valid[j]) s[j * SH_SROW + r] = src[e];
+    }
+}
+
+// sh_stage_out writes the full rows of s for cnt splats to dst (the contiguous range
+// dst[0, cnt·SH_STRIDE)). Every thread of the block takes part, after a BARRIER().
+DEVICE void sh_stage_out(const float* s, u32 cnt, GPTR float* dst)
+{
+    u32 total = cnt * SH_STRIDE;
+    for (u32 e = TID; e < total; e += BDIM) {
+        u32 j = e / SH_STRIDE, r = e - j * SH_STRIDE;
+        dst[e] = s[j * SH_SROW + r];
+    }
+}
+
+// sh_backward replaces the splat's 48 SH coefficients in sh (its row in shared memory) by their
+// gradients (zero above the degree and for clamped channels) and returns dL/dμ through the view
+// direction in dmu. The coefficients are read from shared memory rather than held in registers;
+// channel c's coefficients are read before they are overwritten, and no other channel's are
+// touched meanwhile. The loops have constant trip counts, so that the basis arrays stay in
+// registers.
+DEVICE void sh_backward(const Cam& cam, float* sh, const float* mean, const float* dColor, float* dmu)
 {
     float d[3] = {mean[0] - cam.center[0], mean[1] - cam.center[1], mean[2] - cam.center[2]};
     float n = sqrtd(dot3(d, d));
     float x = d[0] / n, y = d[1] / n, z = d[2] / n;
-    float b[SH_COEFFS], bx[SH_COEFFS], by[SH_COEFFS], bz[SH_COEFFS], s[SH_STRIDE];
+    float b[SH_COEFFS], bx[SH_COEFFS], by[SH_COEFFS], bz[SH_COEFFS];
     for (int k = 0; k < SH_COEFFS; k++) b[k] = 0.0f;
     sh_basis_grad(cam.shDegree, x, y, z, b, bx, by, bz);
-    for (int k = 0; k < SH_STRIDE; k++) s[k] = sh[k];
     int nc = (cam.shDegree + 1) * (cam.shDegree + 1);
     float dd[3] = {0.0f, 0.0f, 0.0f};
     for (int c = 0; c < 3; c++) {
         float v = 0.5f;
         for (int k = 0; k < SH_COEFFS; k++)
-            if (k < nc) v += b[k] * s[k * 3 + c];
+            if (k < nc) v += b[k] * sh[k * 3 + c];
         // Clamped at zero: no gradient (design.md §3).
         bool on = v > 0.0f;
         float gc = dColor[c];
         for (int k = 0; k < SH_COEFFS; k++) {
             bool use = on && k < nc;
-            gsh[k * 3 + c] = use ? b[k] * gc : 0.0f;
+            float s = sh[k * 3 + c];
+            sh[k * 3 + c] = use ? b[k] * gc : 0.0f;
             if (use) {
-                dd[0] += bx[k] * s[k * 3 + c] * gc;
-                dd[1] += by[k] * s[k * 3 + c] * gc;
-                dd[2] += bz[k] * s[k * 3 + c] * gc;
+                dd[0] += bx[k] * s * gc;
+                dd[1] += by[k] * s * gc;
+                dd[2] += bz[k] * s * gc;
             }
         }
     }
@@ -82,8 +124,10 @@ struct PG {
     const GPTR float* rayA;
 };
 
-// Returns the position statistic; writes every gradient of splat i into grads.
-DEVICE float ewa_backward(const Cam& cam, const GPTR float* params, u32 n, u32 i, const PG& pg, GPTR float* grads)
+// Returns the position statistic; writes every gradient of splat i into grads, but the SH ones,
+// which replace the coefficients in sh (the splat's shared row).
+DEVICE float ewa_backward(const Cam& cam, const GPTR float* params, u32 n, u32 i, const PG& pg, float* sh,
+                          GPTR float* grads)
 {
     Geom st;
     load_geom(cam, params, n, i, 1.0f, st);
@@ -100,7 +144,7 @@ DEVICE float ewa_backward(const Cam& cam, const GPTR float* params, u32 n, u32 i
 
     float dColor[3] = {pg.color[i * 3], pg.color[i * 3 + 1], pg.color[i * 3 + 2]};
     float dMu[3];
-    sh_backward(cam, params + OFF_SH(n) + i * SH_STRIDE, st.mean, dColor, grads + OFF_SH(n) + i * SH_STRIDE, dMu);
+    sh_backward(cam, sh, st.mean, dColor, dMu);
 
     float gOpac = pg.opacity[i];
     float ga = 0.0f, gb = 0.0f, gc = 0.0f;
@@ -185,13 +229,14 @@ DEVICE float ewa_backward(const Cam& cam, const GPTR float* params, u32 n, u32 i
     return sqrtd(nx * nx + ny * ny);
 }
 
-DEVICE float ray_backward(const Cam& cam, const GPTR float* params, u32 n, u32 i, const PG& pg, GPTR float* grads)
+DEVICE float ray_backward(const Cam& cam, const GPTR float* params, u32 n, u32 i, const PG& pg, float* sh,
+                          GPTR float* grads)
 {
     Geom st;
     load_geom(cam, params, n, i, cam.radiusScale, st);
     float dColor[3] = {pg.color[i * 3], pg.color[i * 3 + 1], pg.color[i * 3 + 2]};
     float dMu[3];
-    sh_backward(cam, params + OFF_SH(n) + i * SH_STRIDE, st.mean, dColor, grads + OFF_SH(n) + i * SH_STRIDE, dMu);
+    sh_backward(cam, sh, st.mean, dColor, dMu);
     grads[OFF_OPAC(n) + i] = pg.opacity[i] * st.opac0 * (1.0f - st.opac0);
 
     float a[9];
@@ -235,26 +280,35 @@ KERNEL project_bwd(Cam cam, const GPTR u32* readout, const GPTR float* params, c
                    const GPTR float* gRayA, GPTR float* grads, GPTR float* grad2d, u32 accumulate,
                    GPTR float* statAccum, GPTR u32* statCount, GPTR float* statMaxRadius)
 {
+    SHARED float sSh[SH_BLOCK * SH_SROW];
+    // readout[RO_ABORT] is the same for every thread: whole blocks leave, before any barrier.
     if (readout[RO_ABORT]) return;
     u32 n = (u32)cam.n;
-    u32 i = BID * BDIM + TID;
-    if (i >= n) return;
-    if (!valid[i]) {
+    u32 first = BID * BDIM;
+    u32 i = first + TID;
+    u32 cnt = first < n ? (n - first < BDIM ? n - first : BDIM) : 0u;
+    sh_stage_in(params + OFF_SH(n) + first * SH_STRIDE, valid + first, cnt, sSh);
+    BARRIER();
+    float* sh = sSh + TID * SH_SROW;
+    if (i < n && !valid[i]) {
         for (int k = 0; k < 3; k++) grads[OFF_MEANS(n) + i * 3 + k] = 0.0f;
         for (int k = 0; k < 3; k++) grads[OFF_SCALES(n) + i * 3 + k] = 0.0f;
         for (int k = 0; k < 4; k++) grads[OFF_QUATS(n) + i * 4 + k] = 0.0f;
         grads[OFF_OPAC(n) + i] = 0.0f;
-        for (int k = 0; k < SH_STRIDE; k++) grads[OFF_SH(n) + i * SH_STRIDE + k] = 0.0f;
+        for (int k = 0; k < SH_STRIDE; k++) sh[k] = 0.0f;
         grad2d[i] = 0.0f;
-        return;
+    } else if (i < n) {
+        // A valid splat's backward writes each of its 59 gradients once (the SH ones through sh).
+        PG pg = {gColor, gOpacity, gMean2d, gConic, gRayU, gRayA};
+        float stat = cam.model == MODEL_RAY ? ray_backward(cam, params, n, i, pg, sh, grads)
+                                            : ewa_backward(cam, params, n, i, pg, sh, grads);
+        grad2d[i] = stat;
+        if (accumulate) {
+            statAccum[i] = statAccum[i] + stat;
+            statCount[i] = statCount[i] + 1u;
+            statMaxRadius[i] = gmaxf(statMaxRadius[i], radius[i]);
+        }
     }
-    // A valid splat's backward writes each of its 59 gradients once.
-    PG pg = {gColor, gOpacity, gMean2d, gConic, gRayU, gRayA};
-    float stat = cam.model == MODEL_RAY ? ray_backward(cam, params, n, i, pg, grads) : ewa_backward(cam, params, n, i, pg, grads);
-    grad2d[i] = stat;
-    if (accumulate) {
-        statAccum[i] = statAccum[i] + stat;
-        statCount[i] = statCount[i] + 1u;
-        statMaxRadius[i] = gmaxf(statMaxRadius[i], radius[i]);
-    }
+    BARRIER();
+    sh_stage_out(sSh, cnt, grads + OFF_SH(n) + first * SH_STRIDE);
 }
