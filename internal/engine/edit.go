@@ -51,6 +51,16 @@ func PlanEdit(e Edit, n int) (EditPlan, error) {
 		}
 	}
 	var p EditPlan
+	removed := 0
+	if e.Remove != nil {
+		for _, r := range e.Remove {
+			if r {
+				removed++
+			}
+		}
+	}
+	// Sized once: appending grew a slice of a million entries some twenty times.
+	p.Src = make([]int32, 0, max(n-removed-len(e.Split), 0)+len(e.Clone)+len(e.Split)*e.SplitN)
 	for i := 0; i < n; i++ {
 		if split[i] || (e.Remove != nil && e.Remove[i]) {
 			continue

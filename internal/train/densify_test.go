@@ -1,0 +1,112 @@
+package train
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/rlxsplat/rlxsplat/internal/engine"
+	"github.com/rlxsplat/rlxsplat/internal/splat"
+)
+
+// around returns x and its float32 neighbours up to k steps either side, and
+// values a little further off, so that the tests probe each side of a cutoff.
+func around(x float64, k int) []float32 {
+	c := float32(x)
+	out := []float32{c}
+	up, down := c, c
+	for range k {
+		up = math.Nextafter32(up, float32(math.Inf(1)))
+		down = math.Nextafter32(down, float32(math.Inf(-1)))
+		out = append(out, up, down)
+	}
+	for _, d := range []float64{1e-7, 1e-6, 1e-5, 1e-4, 1e-3} {
+		out = append(out, float32(x+d), float32(x-d), float32(x*(1+d)), float32(x*(1-d)))
+	}
+	return out
+}
+
+func special() []float32 {
+	return []float32{0, float32(math.Copysign(0, -1)), float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)),
+		math.MaxFloat32, -math.MaxFloat32, 88, -88, 104, -104}
+}
+
+// TestOpacityBelow checks the fast opacity test against the exact predicate
+// at thresholds across (0,1) and outside it, near each cutoff and far away.
+func TestOpacityBelow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, th := range []float64{0.005, 0.01, 0.5, 0.9, 0.999999, 1e-30, 0, 1, -1, 2, math.NaN()} {
+		xs := special()
+		if th > 0 && th < 1 {
+			xs = append(xs, around(logit(th), 64)...)
+		}
+		for range 20000 {
+			xs = append(xs, float32(rng.NormFloat64()*8))
+		}
+		o := newOpacityBelow(th)
+		for _, x := range xs {
+			if got, want := o.test(x), float64(splat.Sigmoid(x)) < th; got != want {
+				t.Fatalf("threshold %v, logit %v (%#x): %v, exact %v", th, x, math.Float32bits(x), got, want)
+			}
+		}
+	}
+}
+
+// TestScaleAbove does the same for the world-size test on log-scales.
+func TestScaleAbove(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, limit := range []float64{0.0123, 1, 37.5, 1e-30, 1e30, 0, -1, math.Inf(1), math.NaN()} {
+		ls := special()
+		if limit > 0 && !math.IsInf(limit, 1) {
+			ls = append(ls, around(math.Log(limit), 64)...)
+		}
+		for range 20000 {
+			ls = append(ls, float32(rng.NormFloat64()*4-3))
+		}
+		s := newScaleAbove(limit)
+		for _, l := range ls {
+			// The largest of three, in every position.
+			for k := range 3 {
+				g := engine.Shapes{LogScales: []float32{-50, -60, -70}, OpacityLogits: []float32{0}}
+				g.LogScales[k] = l
+				if got, want := s.test(g, 0), maxScale(g, 0) > limit; got != want {
+					t.Fatalf("limit %v, log-scale %v at %d: %v, exact %v", limit, l, k, got, want)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkPruneMask: a bonsai-sized densification's prune test, against the
+// same loop evaluating every exp.
+func BenchmarkPruneMask(b *testing.B) {
+	const n = 900_000
+	rng := rand.New(rand.NewPCG(7, 8))
+	g := engine.Shapes{LogScales: make([]float32, 3*n), OpacityLogits: make([]float32, n)}
+	st := engine.Stats{GradAccum: make([]float32, n), Count: make([]int32, n), MaxRadius: make([]float32, n)}
+	for i := range g.OpacityLogits {
+		g.OpacityLogits[i] = float32(rng.NormFloat64() * 3)
+		st.MaxRadius[i] = float32(rng.ExpFloat64() * 20)
+	}
+	for i := range g.LogScales {
+		g.LogScales[i] = float32(rng.NormFloat64() - 5)
+	}
+	d := &DensifyOptions{PruneOpacity: 0.005, MaxScreenSize: 20, MaxWorldScale: 0.1}
+	b.Run("fast", func(b *testing.B) {
+		for b.Loop() {
+			pruneMask(g, st, d, 4, true)
+		}
+	})
+	b.Run("exact", func(b *testing.B) {
+		for b.Loop() {
+			remove := make([]bool, n)
+			for i := range remove {
+				r := float64(splat.Sigmoid(g.OpacityLogits[i])) < d.PruneOpacity
+				if !r {
+					r = float64(st.MaxRadius[i]) > d.MaxScreenSize || maxScale(g, i) > d.MaxWorldScale*4
+				}
+				remove[i] = r
+			}
+		}
+	})
+}
