@@ -131,18 +131,37 @@ func pruneMask(g engine.Shapes, st engine.Stats, d *DensifyOptions, extent float
 	n := 0
 	faint := newOpacityBelow(d.PruneOpacity)
 	huge := newScaleAbove(d.MaxWorldScale * extent)
+	screen, world := d.MaxScreenSize > 0 && big, d.MaxWorldScale > 0 && big
+	logits, radii, ls := g.OpacityLogits, st.MaxRadius, g.LogScales
 	for i := range remove {
-		r := faint.test(g.OpacityLogits[i])
-		if big && !r {
-			r = (d.MaxScreenSize > 0 && float64(st.MaxRadius[i]) > d.MaxScreenSize) ||
-				(d.MaxWorldScale > 0 && huge.test(g, i))
+		// Every test is evaluated and the answers combined without branches: on real
+		// scenes each is close to a coin flip per splat, and mispredicted branches cost
+		// more than the comparisons. Only values too close to a cutoff to decide from
+		// the logit or log-scale alone take the exact (branching) path.
+		x := float64(logits[i])
+		r := b2u(x < faint.lo)
+		if x >= faint.lo && !(x > faint.hi) { // near the cutoff (NaN compares false either way, as exactly)
+			r = b2u(faint.exact(logits[i]))
 		}
-		if r {
-			remove[i] = true
-			n++
+		r |= b2u(screen && float64(radii[i]) > d.MaxScreenSize)
+		m := float64(max(ls[3*i], ls[3*i+1], ls[3*i+2]))
+		w := b2u(m > huge.hi)
+		if m >= huge.lo && !(m > huge.hi) { // near the cutoff
+			w = b2u(huge.exact(g, i))
 		}
+		r |= w & b2u(world)
+		remove[i] = r != 0
+		n += int(r)
 	}
 	return remove, n
+}
+
+// b2u is 1 for true; the compiler makes it a flag move, not a branch.
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // The densification tests run over every splat at every densification (900k
@@ -152,7 +171,8 @@ func pruneMask(g engine.Shapes, st engine.Stats, d *DensifyOptions, extent float
 // the few within a margin far wider than the rounding take the exact path,
 // so the answers are those of the exact test.
 
-// opacityBelow tests float64(Sigmoid(logit)) < t.
+// opacityBelow tests float64(Sigmoid(logit)) < t: below lo it holds, above hi it does not,
+// between them exact decides.
 type opacityBelow struct{ t, lo, hi float64 }
 
 func newOpacityBelow(t float64) opacityBelow {
@@ -170,15 +190,7 @@ func newOpacityBelow(t float64) opacityBelow {
 
 func logit(p float64) float64 { return math.Log(p / (1 - p)) }
 
-func (o opacityBelow) test(x float32) bool {
-	switch v := float64(x); {
-	case v < o.lo:
-		return true
-	case v > o.hi:
-		return false
-	}
-	return float64(splat.Sigmoid(x)) < o.t
-}
+func (o *opacityBelow) exact(x float32) bool { return float64(splat.Sigmoid(x)) < o.t }
 
 // scaleAbove tests maxScale(g, i) > limit.
 type scaleAbove struct{ limit, lo, hi float64 }
@@ -192,15 +204,18 @@ func newScaleAbove(limit float64) scaleAbove {
 	return s
 }
 
-func (s scaleAbove) test(g engine.Shapes, i int) bool {
-	switch m := maxLogScale(g, i); {
+func (s *scaleAbove) test(g engine.Shapes, i int) bool {
+	l := g.LogScales[i*3 : i*3+3 : i*3+3]
+	switch m := float64(max(l[0], l[1], l[2])); {
 	case m < s.lo:
 		return false
 	case m > s.hi:
 		return true
 	}
-	return maxScale(g, i) > s.limit
+	return s.exact(g, i)
 }
+
+func (s *scaleAbove) exact(g engine.Shapes, i int) bool { return maxScale(g, i) > s.limit }
 
 // maxLogScale is the largest log-scale of splat i. The built-in max has math.Max's rules
 // (NaN wins, +0 above −0) and the float32 → float64 conversion keeps order, so this is

@@ -31,22 +31,74 @@ func special() []float32 {
 		math.MaxFloat32, -math.MaxFloat32, 88, -88, 104, -104}
 }
 
-// TestOpacityBelow checks the fast opacity test against the exact predicate
-// at thresholds across (0,1) and outside it, near each cutoff and far away.
-func TestOpacityBelow(t *testing.T) {
+// pruneMaskExact is pruneMask as the original states it, every exp evaluated.
+func pruneMaskExact(g engine.Shapes, st engine.Stats, d *DensifyOptions, extent float64, big bool) []bool {
+	remove := make([]bool, g.Len())
+	for i := range remove {
+		r := float64(splat.Sigmoid(g.OpacityLogits[i])) < d.PruneOpacity
+		if big && !r {
+			r = (d.MaxScreenSize > 0 && float64(st.MaxRadius[i]) > d.MaxScreenSize) ||
+				(d.MaxWorldScale > 0 && maxScale(g, i) > d.MaxWorldScale*extent)
+		}
+		remove[i] = r
+	}
+	return remove
+}
+
+// TestPruneMask checks the fast prune test against the exact one at thresholds
+// across (0,1) and outside it, with logits and log-scales at and around each
+// cutoff, far from it and special (NaN, ±Inf, ±0), with and without the size
+// tests.
+func TestPruneMask(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, th := range []float64{0.005, 0.01, 0.5, 0.9, 0.999999, 1e-30, 0, 1, -1, 2, math.NaN()} {
-		xs := special()
-		if th > 0 && th < 1 {
-			xs = append(xs, around(logit(th), 64)...)
-		}
-		for range 20000 {
-			xs = append(xs, float32(rng.NormFloat64()*8))
-		}
-		o := newOpacityBelow(th)
-		for _, x := range xs {
-			if got, want := o.test(x), float64(splat.Sigmoid(x)) < th; got != want {
-				t.Fatalf("threshold %v, logit %v (%#x): %v, exact %v", th, x, math.Float32bits(x), got, want)
+	const extent = 2.5
+	for _, th := range []float64{0.005, 0.5, 0.999999, 1e-30, 0, 1, math.NaN()} {
+		for _, world := range []float64{0.1, 1e-30, 0, -1, math.Inf(1), math.NaN()} {
+			xs := special()
+			if th > 0 && th < 1 {
+				xs = append(xs, around(logit(th), 64)...)
+			}
+			ls := special()
+			if l := world * extent; l > 0 && !math.IsInf(l, 1) {
+				ls = append(ls, around(math.Log(l), 64)...)
+			}
+			n := max(len(xs), len(ls)) + 5000
+			g := engine.Shapes{LogScales: make([]float32, 3*n), OpacityLogits: make([]float32, n)}
+			st := engine.Stats{MaxRadius: make([]float32, n)}
+			for i := range n {
+				g.OpacityLogits[i] = float32(rng.NormFloat64() * 8)
+				if i < len(xs) {
+					g.OpacityLogits[i] = xs[i]
+				}
+				for k := range 3 {
+					g.LogScales[3*i+k] = float32(rng.NormFloat64()*3 - 3)
+				}
+				if i < len(ls) {
+					g.LogScales[3*i+i%3] = ls[i] // the largest, in each position in turn
+					g.LogScales[3*i+(i+1)%3] = -80
+					g.LogScales[3*i+(i+2)%3] = -90
+				}
+				st.MaxRadius[i] = float32(rng.ExpFloat64() * 20)
+			}
+			for _, screen := range []float64{20, 0} {
+				d := &DensifyOptions{PruneOpacity: th, MaxScreenSize: screen, MaxWorldScale: world}
+				for _, big := range []bool{true, false} {
+					got, count := pruneMask(g, st, d, extent, big)
+					want := pruneMaskExact(g, st, d, extent, big)
+					c := 0
+					for i := range want {
+						if got[i] != want[i] {
+							t.Fatalf("opacity %v, world %v, screen %v, big %v: splat %d (logit %v, log-scales %v, radius %v): %v, exact %v",
+								th, world, screen, big, i, g.OpacityLogits[i], g.LogScales[3*i:3*i+3], st.MaxRadius[i], got[i], want[i])
+						}
+						if want[i] {
+							c++
+						}
+					}
+					if count != c {
+						t.Fatalf("opacity %v, world %v: count %d, want %d", th, world, count, c)
+					}
+				}
 			}
 		}
 	}
@@ -99,14 +151,7 @@ func BenchmarkPruneMask(b *testing.B) {
 	})
 	b.Run("exact", func(b *testing.B) {
 		for b.Loop() {
-			remove := make([]bool, n)
-			for i := range remove {
-				r := float64(splat.Sigmoid(g.OpacityLogits[i])) < d.PruneOpacity
-				if !r {
-					r = float64(st.MaxRadius[i]) > d.MaxScreenSize || maxScale(g, i) > d.MaxWorldScale*4
-				}
-				remove[i] = r
-			}
+			pruneMaskExact(g, st, d, 4, true)
 		}
 	})
 }
