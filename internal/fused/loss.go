@@ -47,8 +47,7 @@ func lossBytes(kind loss.Kind, lambda float32, w, h int) []byte {
 // dImage.
 func (e *Engine) loss(target gpu.Buffer, w, h int) error {
 	npx := w * h
-	blocks := uint32((npx + 255) / 256)              // row-linear passes: 256 pixels a block
-	tiles := uint32(((w + 31) / 32) * ((h + 7) / 8)) // vertical passes: 32×8-pixel tiles
+	blocks := uint32((npx + 255) / 256)
 	lp := gpu.Bytes(lossBytes(e.set.Loss, e.set.SSIMLambda, w, h))
 	ro := gpu.Ptr(e.readoutBuf)
 	d := e.dev
@@ -58,15 +57,14 @@ func (e *Engine) loss(target gpu.Buffer, w, h int) error {
 	}
 	ssim := e.set.Loss.UsesSSIM()
 	if ssim {
-		if err := d.Launch(e.k.lossSSIM, gpu.Dim3{tiles}, gpu.Dim3{256}, 0, lp, ro, gpu.Ptr(e.hq), gpu.Ptr(e.dmap),
-			gpu.Ptr(e.hd)); err != nil {
+		if err := d.Launch(e.k.lossSSIM, gpu.Dim3{blocks}, gpu.Dim3{256}, 0, lp, ro, gpu.Ptr(e.hq), gpu.Ptr(e.dmap),
+			gpu.U32(1), gpu.Ptr(e.partSSIM)); err != nil {
 			return err
 		}
-		if err := d.Launch(e.k.lossSSIMDx, gpu.Dim3{blocks}, gpu.Dim3{256}, 0, lp, ro, gpu.Ptr(e.dmap), gpu.Ptr(e.hd),
-			gpu.Ptr(e.partSSIM)); err != nil {
+		if err := d.Launch(e.k.lossSSIMDx, gpu.Dim3{blocks}, gpu.Dim3{256}, 0, lp, ro, gpu.Ptr(e.dmap), gpu.Ptr(e.hd)); err != nil {
 			return err
 		}
-		if err := d.Launch(e.k.lossSSIMGrad, gpu.Dim3{tiles}, gpu.Dim3{256}, 0, lp, ro, gpu.Ptr(e.hd), gpu.Ptr(e.image),
+		if err := d.Launch(e.k.lossSSIMGrad, gpu.Dim3{blocks}, gpu.Dim3{256}, 0, lp, ro, gpu.Ptr(e.hd), gpu.Ptr(e.image),
 			gpu.Ptr(target), gpu.Ptr(e.dImage)); err != nil {
 			return err
 		}
