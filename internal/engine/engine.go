@@ -139,7 +139,8 @@ type Engine interface {
 	Stats() (Stats, error)
 	// ResetStats zeroes the densification statistics.
 	ResetStats() error
-	// Apply performs a densification edit.
+	// Apply performs a densification edit and zeroes the densification statistics
+	// (as the original's densification_postfix does).
 	Apply(e Edit) error
 	// ResetOpacity clamps every opacity to at most maxOpacity and zeroes the
 	// opacity moments (the original's opacity reset).

@@ -36,15 +36,13 @@ func (t *Trainer) densify(s int) error {
 		if err := t.eng.Apply(edit); err != nil {
 			return fmt.Errorf("train: step %d: densify: %w", s, err)
 		}
-	}
-	// Prune on the grown set, as the original does after clone and split.
-	g, err = t.eng.Shapes()
-	if err != nil {
-		return fmt.Errorf("train: step %d: %w", s, err)
-	}
-	st, err = t.eng.Stats()
-	if err != nil {
-		return fmt.Errorf("train: step %d: %w", s, err)
+		// Prune on the grown set, as the original does after clone and split. Apply
+		// zeroed the statistics, so they need no reading back.
+		if g, err = t.eng.Shapes(); err != nil {
+			return fmt.Errorf("train: step %d: %w", s, err)
+		}
+		n := g.Len()
+		st = engine.Stats{GradAccum: make([]float32, n), Count: make([]int32, n), MaxRadius: make([]float32, n)}
 	}
 	remove, n := pruneMask(g, st, d, t.ds.Extent, s > d.ResetEvery && d.ResetEvery > 0)
 	if n > 0 {
