@@ -497,17 +497,10 @@ func (e *Engine) Apply(ed engine.Edit) error {
 	// splat: means, log-scales, quaternions) comes to the host, which places the children.
 	var childMeans, childScales []float32
 	if len(ed.Split) > 0 {
-		geo := make([]float32, 10*oldN)
-		if err := gpu.DownloadF32(e.dev, geo, e.params); err != nil {
-			return fmt.Errorf("fused: edit: download geometry: %w", err)
+		var err error
+		if childMeans, childScales, err = e.splitChildren(ed); err != nil {
+			return err
 		}
-		kids := len(ed.Split) * ed.SplitN
-		childMeans, childScales = make([]float32, 3*kids), make([]float32, 3*kids)
-		engine.SplitChildren(geo[:3*oldN], geo[3*oldN:6*oldN], geo[6*oldN:], ed, func(k, c int, mean, logScale [3]float32) {
-			j := k*ed.SplitN + c
-			copy(childMeans[3*j:], mean[:])
-			copy(childScales[3*j:], logScale[:])
-		})
 	}
 	if err := e.ensure(&e.editSrc, newN*4); err != nil {
 		return fmt.Errorf("fused: edit of %d Gaussians: %w", newN, err)
@@ -552,6 +545,42 @@ func (e *Engine) Apply(ed engine.Edit) error {
 		}
 	}
 	return e.ResetStats()
+}
+
+// splitChildren places the children of ed's split parents (engine.SplitChildren): the
+// parents' rows are gathered on the device into the gradient buffer (scratch between steps) and
+// only their geometry is read back, not every splat's (36 MB at 900k splats, each event).
+func (e *Engine) splitChildren(ed engine.Edit) (means, logScales []float32, err error) {
+	k := len(ed.Split)
+	if err := e.ensure(&e.editSrc, max(k, e.n)*4); err != nil {
+		return nil, nil, fmt.Errorf("fused: edit: %w", err)
+	}
+	if err := gpu.UploadSlice(e.dev, e.editSrc, 0, ed.Split); err != nil {
+		return nil, nil, fmt.Errorf("fused: edit: %w", err)
+	}
+	if err := e.dev.Launch(e.k.gatherRows, gpu.BlocksFor(uint32(k*paramFloats), 256), gpu.Dim3{256}, 0,
+		gpu.Ptr(e.params), gpu.Ptr(e.grads), gpu.Ptr(e.editSrc), gpu.U32(uint32(e.n)), gpu.U32(uint32(k)),
+		gpu.U32(uint32(k)), gpu.U32(0)); err != nil {
+		return nil, nil, fmt.Errorf("fused: edit: %w", err)
+	}
+	geo := make([]float32, 10*k)
+	if err := gpu.DownloadF32(e.dev, geo, e.grads); err != nil {
+		return nil, nil, fmt.Errorf("fused: edit: download the split splats' geometry: %w", err)
+	}
+	// The gathered parents are splats 0..k−1 of the scratch layout.
+	local := ed
+	local.Split = make([]int32, k)
+	for i := range local.Split {
+		local.Split[i] = int32(i)
+	}
+	kids := k * ed.SplitN
+	means, logScales = make([]float32, 3*kids), make([]float32, 3*kids)
+	engine.SplitChildren(geo[:3*k], geo[3*k:6*k], geo[6*k:], local, func(p, c int, mean, logScale [3]float32) {
+		j := p*ed.SplitN + c
+		copy(means[3*j:], mean[:])
+		copy(logScales[3*j:], logScale[:])
+	})
+	return means, logScales, nil
 }
 
 // ResetOpacity clamps every opacity to at most maxOpacity and zeroes the opacity moments.
