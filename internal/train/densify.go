@@ -130,7 +130,7 @@ func pruneMask(g engine.Shapes, st engine.Stats, d *DensifyOptions, extent float
 	faint := newOpacityBelow(d.PruneOpacity)
 	huge := newScaleAbove(d.MaxWorldScale * extent)
 	screen, world := d.MaxScreenSize > 0 && big, d.MaxWorldScale > 0 && big
-	logits, radii, ls := g.OpacityLogits, st.MaxRadius, g.LogScales
+	logits, radii := g.OpacityLogits, st.MaxRadius
 	for i := range remove {
 		// Every test is evaluated and the answers combined without branches: on real
 		// scenes each is close to a coin flip per splat, and mispredicted branches cost
@@ -142,7 +142,7 @@ func pruneMask(g engine.Shapes, st engine.Stats, d *DensifyOptions, extent float
 			r = b2u(faint.exact(logits[i]))
 		}
 		r |= b2u(screen && float64(radii[i]) > d.MaxScreenSize)
-		m := float64(max(ls[3*i], ls[3*i+1], ls[3*i+2]))
+		m := maxLogScale(g, i)
 		w := b2u(m > huge.hi)
 		if m >= huge.lo && !(m > huge.hi) { // near the cutoff
 			w = b2u(huge.exact(g, i))
@@ -203,8 +203,7 @@ func newScaleAbove(limit float64) scaleAbove {
 }
 
 func (s *scaleAbove) test(g engine.Shapes, i int) bool {
-	l := g.LogScales[i*3 : i*3+3 : i*3+3]
-	switch m := float64(max(l[0], l[1], l[2])); {
+	switch m := maxLogScale(g, i); {
 	case m < s.lo:
 		return false
 	case m > s.hi:
