@@ -26,7 +26,10 @@
 //   ranked ends with the total). After the scan ranked[r] is where the r-th nearest splat's entries start.
 // bin_total: one thread; ranked [n+1] u32 scanned; writes readout[RO_ENTRIES] and
 //   readout[RO_ABORT] = entries > cap (every later stage then does nothing, and the host grows
-//   the lists and runs the step again: entries are never dropped silently).
+//   the lists and runs the step again: entries are never dropped silently), or when the step
+//   queued before this one aborted: prev is that step's readout (this step's own when none),
+//   so that a step queued behind an aborted one changes nothing either and the host can run
+//   both again in order.
 // bin_emit: one thread per splat; writes the tiles of its hit mask from ranked[rankOf[i]] in
 //   row-major order. bin_emit_big tests the queued splats' tiles again, a warp each, and
 //   writes them in the same order.
@@ -163,12 +166,12 @@ KERNEL bin_rank(const GPTR u32* counts, const GPTR u32* order, const GPTR u32* f
     rankOf[i] = r;
 }
 
-KERNEL bin_total(const GPTR u32* offsets, u32 n, u32 cap, GPTR u32* readout)
+KERNEL bin_total(const GPTR u32* offsets, u32 n, u32 cap, const GPTR u32* prev, GPTR u32* readout)
 {
     if (BID * BDIM + TID != 0u) return;
     u32 total = offsets[n];
     readout[RO_ENTRIES] = total;
-    readout[RO_ABORT] = total > cap ? 1u : 0u;
+    readout[RO_ABORT] = total > cap || prev[RO_ABORT] != 0u ? 1u : 0u;
 }
 
 KERNEL bin_emit(Cam cam, const GPTR u32* valid, const GPTR i32* rect, const GPTR u32* hitMask,

@@ -151,5 +151,16 @@ type Engine interface {
 	Close() error
 }
 
+// Pipeliner is an Engine that can queue a training step behind one whose result has not been
+// read yet, so that a device engine never idles while the host takes its turn between steps.
+// Submit queues a step; Collect waits for the oldest queued step and returns its result. The
+// results, and the state after each step, are those of calling Step in the same order. While
+// steps are queued, every other method but Name, Len and Close fails: collect them first.
+type Pipeliner interface {
+	Engine
+	Submit(v *View, o StepOptions) error
+	Collect() (StepResult, error)
+}
+
 // ErrEmpty is returned when an engine is asked to train zero Gaussians.
 var ErrEmpty = errors.New("engine: the scene has no Gaussians")

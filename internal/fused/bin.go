@@ -53,7 +53,7 @@ func (e *Engine) bin(cam *camera.Camera, shDegree int) error {
 		return err
 	}
 	if err := e.dev.Launch(e.k.binTotal, gpu.Dim3{1}, gpu.Dim3{32}, 0,
-		gpu.Ptr(e.ranked), gpu.U32(uint32(n)), gpu.U32(uint32(e.listCap)), gpu.Ptr(e.readoutBuf)); err != nil {
+		gpu.Ptr(e.ranked), gpu.U32(uint32(n)), gpu.U32(uint32(e.listCap)), gpu.Ptr(e.prevReadout), gpu.Ptr(e.readoutBuf)); err != nil {
 		return err
 	}
 	if err := e.dev.Launch(e.k.binEmit, gpu.BlocksFor(uint32(n), 256), gpu.Dim3{256}, 0,

@@ -200,6 +200,11 @@ func (d *emuDevice) Download(dst []byte, src driver.Buffer, off int) error {
 	return nil
 }
 
+// DownloadAfter is Download: the emulator runs every launch to completion as it is queued.
+func (d *emuDevice) DownloadAfter(dst []byte, src driver.Buffer, off int, _ driver.Event) error {
+	return d.Download(dst, src, off)
+}
+
 func (d *emuDevice) Memset(dst driver.Buffer, off, n int, v byte) error {
 	if d.record("memset", func() error { return d.memset(dst, off, n, v) }) {
 		return nil

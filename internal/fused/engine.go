@@ -73,10 +73,18 @@ type Engine struct {
 	partAbs, partSq, partSSIM                        gpu.Buffer
 	raysFor                                          *camera.Camera // the camera rays holds, nil if none
 
-	readoutBuf gpu.Buffer
-	dummy      gpu.Buffer // bound to pointer arguments a mode does not use
-	targets    map[int]*target
-	events     [9]gpu.Event // stage boundaries: engine.Stages has 8 stages
+	dummy   gpu.Buffer // bound to pointer arguments a mode does not use
+	targets map[int]*target
+	// A readout block and stage events for each of the two steps that can be queued at once
+	// (Submit), and an event recorded at the end of every step, which its readout waits for.
+	// readoutBuf and events are those of the step (or render) being enqueued; prevReadout is
+	// the readout of the step queued before it, or readoutBuf when there is none (bin_total).
+	readouts                [2]gpu.Buffer
+	slotEvents              [2][9]gpu.Event // stage boundaries: engine.Stages has 8 stages
+	ends                    [2]gpu.Event
+	readoutBuf, prevReadout gpu.Buffer
+	events                  []gpu.Event
+	queue                   []*inflight // submitted steps not yet collected, oldest first
 
 	// Steps as graphs (graphStep) when graphs is set (SetGraphs) and the device has them;
 	// graph is the replayed step, capturing true while a step is being captured.
@@ -107,7 +115,7 @@ type target struct {
 	buf gpu.Buffer
 }
 
-var _ engine.Engine = (*Engine)(nil)
+var _ engine.Pipeliner = (*Engine)(nil)
 
 // New opens the CUDA device and returns an engine training a copy of g. Without a usable GPU
 // the error wraps gpu.ErrNoDevice (device: auto then falls back to the CPU engine).
@@ -178,17 +186,23 @@ func newOnDevice(dev gpu.Device, set engine.Settings, g *splat.Gaussians) (*Engi
 
 func (e *Engine) setup() error {
 	var err error
-	if e.readoutBuf, err = e.dev.Alloc(roWords * 4); err != nil {
-		return fmt.Errorf("fused: %w", err)
+	for slot := range e.readouts {
+		if e.readouts[slot], err = e.dev.Alloc(roWords * 4); err != nil {
+			return fmt.Errorf("fused: %w", err)
+		}
+		for i := range e.slotEvents[slot] {
+			if e.slotEvents[slot][i], err = e.dev.NewEvent(); err != nil {
+				return fmt.Errorf("fused: %w", err)
+			}
+		}
+		if e.ends[slot], err = e.dev.NewEvent(); err != nil {
+			return fmt.Errorf("fused: %w", err)
+		}
 	}
 	if e.dummy, err = e.dev.Alloc(256); err != nil {
 		return fmt.Errorf("fused: %w", err)
 	}
-	for i := range e.events {
-		if e.events[i], err = e.dev.NewEvent(); err != nil {
-			return fmt.Errorf("fused: %w", err)
-		}
-	}
+	e.useSlot(0, nil)
 	return nil
 }
 
@@ -440,10 +454,18 @@ func (e *Engine) downloadPacked(b gpu.Buffer) (*splat.Gaussians, error) {
 }
 
 // Gaussians reads the parameters back.
-func (e *Engine) Gaussians() (*splat.Gaussians, error) { return e.downloadPacked(e.params) }
+func (e *Engine) Gaussians() (*splat.Gaussians, error) {
+	if err := e.idle("gaussians"); err != nil {
+		return nil, err
+	}
+	return e.downloadPacked(e.params)
+}
 
 // Shapes reads back the log-scales and opacity logits alone (4 of the 59 packed floats).
 func (e *Engine) Shapes() (engine.Shapes, error) {
+	if err := e.idle("shapes"); err != nil {
+		return engine.Shapes{}, err
+	}
 	n := e.n
 	s := engine.Shapes{LogScales: make([]float32, 3*n), OpacityLogits: make([]float32, n)}
 	if err := gpu.DownloadSlice(e.dev, s.LogScales, e.params, 3*n); err != nil {
@@ -457,6 +479,9 @@ func (e *Engine) Shapes() (engine.Shapes, error) {
 
 // Stats reads the densification statistics back.
 func (e *Engine) Stats() (engine.Stats, error) {
+	if err := e.idle("stats"); err != nil {
+		return engine.Stats{}, err
+	}
 	n := e.n
 	st := engine.Stats{GradAccum: make([]float32, n), Count: make([]int32, n), MaxRadius: make([]float32, n)}
 	if err := gpu.DownloadF32(e.dev, st.GradAccum, e.statAccum); err != nil {
@@ -473,6 +498,9 @@ func (e *Engine) Stats() (engine.Stats, error) {
 
 // ResetStats zeroes the statistics.
 func (e *Engine) ResetStats() error {
+	if err := e.idle("reset stats"); err != nil {
+		return err
+	}
 	for _, b := range []gpu.Buffer{e.statAccum, e.statCount, e.statMaxRadius} {
 		if err := e.dev.Memset(b, 0, e.n*4, 0); err != nil {
 			return fmt.Errorf("fused: reset statistics: %w", err)
@@ -485,6 +513,9 @@ func (e *Engine) ResetStats() error {
 // host: it downloads the parameters and moments, edits them like the CPU engine and uploads
 // the result.
 func (e *Engine) Apply(ed engine.Edit) error {
+	if err := e.idle("apply"); err != nil {
+		return err
+	}
 	plan, err := engine.PlanEdit(ed, e.n)
 	if err != nil {
 		return fmt.Errorf("fused: %w", err)
@@ -585,6 +616,9 @@ func (e *Engine) splitChildren(ed engine.Edit) (means, logScales []float32, err 
 
 // ResetOpacity clamps every opacity to at most maxOpacity and zeroes the opacity moments.
 func (e *Engine) ResetOpacity(maxOpacity float32) error {
+	if err := e.idle("reset opacity"); err != nil {
+		return err
+	}
 	if !(maxOpacity > 0 && maxOpacity < 1) {
 		return fmt.Errorf("fused: opacity reset value %v outside (0,1)", maxOpacity)
 	}
@@ -603,6 +637,9 @@ func (e *Engine) ResetOpacity(maxOpacity float32) error {
 
 // State reads the whole training state back.
 func (e *Engine) State() (*engine.State, error) {
+	if err := e.idle("state"); err != nil {
+		return nil, err
+	}
 	g, err := e.Gaussians()
 	if err != nil {
 		return nil, err
@@ -624,6 +661,9 @@ func (e *Engine) State() (*engine.State, error) {
 
 // SetState restores a state saved by State (of this or any engine).
 func (e *Engine) SetState(s *engine.State) error {
+	if err := e.idle("set state"); err != nil {
+		return err
+	}
 	n := s.Params.Len()
 	if n == 0 {
 		return engine.ErrEmpty
@@ -656,14 +696,15 @@ func (e *Engine) release() error {
 		e.conic, e.rayU, e.rayA, e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.bigList, e.editSrc, e.statAccum,
 		e.statCount, e.statMaxRadius, e.counts, e.visFlags, e.depthKeys, e.order, e.depthKeysTmp, e.orderTmp, e.ranked, e.rankOf, e.hitMask, e.keys, e.ids, e.keysTmp, e.idsTmp, e.hist, e.tileOffsets,
 		e.image, e.finalT, e.count, e.dImage, e.rays, e.hq, e.dmap, e.hd, e.partAbs, e.partSq, e.partSSIM,
-		e.readoutBuf, e.dummy}
+		e.readouts[0], e.readouts[1], e.dummy}
 	bufs = append(bufs, e.scanSums...)
 	for _, b := range bufs {
 		if b != nil {
 			errs = append(errs, e.dev.Free(b))
 		}
 	}
-	for _, ev := range e.events {
+	events := append(e.slotEvents[0][:], e.slotEvents[1][:]...)
+	for _, ev := range append(events, e.ends[:]...) {
 		if ev != nil {
 			errs = append(errs, ev.Close())
 		}
@@ -694,7 +735,12 @@ func (e *Engine) Close() error {
 	if e.dev == nil {
 		return nil
 	}
-	err := e.release()
+	var err error
+	if len(e.queue) > 0 { // steps never collected: let them end before their buffers go
+		err = e.dev.Sync()
+		e.queue = nil
+	}
+	err = errors.Join(err, e.release())
 	if e.owned {
 		err = errors.Join(err, e.dev.Close())
 	}

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/rlxsplat/rlxsplat/internal/check"
 	"github.com/rlxsplat/rlxsplat/internal/engine"
 	"github.com/rlxsplat/rlxsplat/internal/engine/cpu"
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
@@ -411,4 +413,152 @@ func flat(g *splat.Gaussians) []float32 {
 		out = append(out, p...)
 	}
 	return out
+}
+
+// TestPipelinedStepsMatchSteps trains the same scene twice, once step by step and once with
+// every step submitted behind the one before it (Submit/Collect), and requires the same losses,
+// images and parameters: bit for bit on the emulator, which sums in a fixed order. The lists
+// start too small, and are shrunk again half way, so that a step overflows while another is
+// queued behind it: the queued step must then skip, and both run again in order; a missed skip
+// would apply the second step's update to parameters the first never changed.
+func TestPipelinedStepsMatchSteps(t *testing.T) {
+	dev, emu := testDevice(t)
+	const steps = 8
+	n, w, h := 3000, 128, 96
+	if emu {
+		n, w, h = 200, 40, 32
+	}
+	g, _ := RandomScene(9, n, w, h)
+	rng := rand.New(rand.NewPCG(seedTarget, 78))
+	var views [3]*engine.View
+	for i := range views {
+		cam := lookAt([3]float64{0.6*rng.Float64() - 0.3, -0.9 + 0.2*rng.Float64(), -3.2}, w, h)
+		views[i] = &engine.View{Index: i, Camera: cam, Target: randomImage(rng, w, h)}
+	}
+	opts := func(s int) engine.StepOptions {
+		lr := testLR()
+		lr.Means *= float32(1 + s)
+		return engine.StepOptions{SHDegree: min(s/3, 2), LR: lr, Background: [3]float32{float32(s) / steps, 0.3, 0.6},
+			AccumulateStats: s%2 == 0, WantTimings: s%3 != 1, WantImage: s == 5}
+	}
+	const shrinkAt = 4 // the lists are shrunk before this step, which then overflows
+	type run struct {
+		res   []engine.StepResult
+		final *splat.Gaussians
+		stats engine.Stats
+	}
+	finish := func(fe *Engine, r *run) {
+		var err error
+		if r.final, err = fe.Gaussians(); err != nil {
+			t.Fatal(err)
+		}
+		if r.stats, err = fe.Stats(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range []prep.Model{prep.EWA, prep.Ray} {
+		t.Run(m.String(), func(t *testing.T) {
+			set := engine.DefaultSettings()
+			set.Render = m
+			open := func() *Engine {
+				fe, err := newOnDevice(dev, set, g)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := fe.growLists(16); err != nil {
+					t.Fatal(err)
+				}
+				fe.listCap = 16 // growLists allocates at least 1024 entries, more than these views need
+				return fe
+			}
+			var one, piped run
+			fe := open()
+			for s := range steps {
+				if s == shrinkAt {
+					fe.listCap = 16
+				}
+				res, err := fe.Step(views[s%len(views)], opts(s))
+				if err != nil {
+					t.Fatal(err)
+				}
+				one.res = append(one.res, res)
+			}
+			finish(fe, &one)
+			fe.Close()
+
+			fe = open()
+			defer fe.Close()
+			submit := func(s int) {
+				if err := fe.Submit(views[s%len(views)], opts(s)); err != nil {
+					t.Fatalf("submit %d: %v", s, err)
+				}
+			}
+			// tight submits step s with lists too small for it, then gives the step queued
+			// behind it room enough for its own, so that only s overflows.
+			tight := func(s int) {
+				fe.listCap = 16
+				submit(s)
+				fe.listCap = 1024
+			}
+			tight(0)
+			overflowed := 0
+			for s := range steps {
+				if s+1 < steps && s+1 != shrinkAt {
+					submit(s + 1)
+				}
+				if s == 0 {
+					if _, err := fe.Gaussians(); err == nil {
+						t.Fatal("Gaussians with two steps queued: no error")
+					}
+					if err := fe.Submit(views[0], opts(0)); err == nil {
+						t.Fatal("a third step queued: no error")
+					}
+				}
+				q := fe.queue[0]
+				res, err := fe.Collect()
+				if err != nil {
+					t.Fatalf("collect %d: %v", s, err)
+				}
+				if q.overflows > 0 {
+					overflowed++
+				}
+				piped.res = append(piped.res, res)
+				if s+1 == shrinkAt {
+					tight(shrinkAt) // nothing is queued here
+				}
+			}
+			if _, err := fe.Collect(); err == nil {
+				t.Fatal("Collect with nothing submitted: no error")
+			}
+			finish(fe, &piped)
+			if overflowed != 2 {
+				t.Fatalf("%d steps overflowed, want 2 (the overflows this test is about did not happen)", overflowed)
+			}
+
+			tol := 1e-5
+			if emu {
+				tol = 0
+			}
+			for s := range steps {
+				a, b := one.res[s], piped.res[s]
+				if d := math.Abs(a.Loss-b.Loss) / math.Abs(a.Loss); !(d <= tol) || a.Entries != b.Entries || a.Visible != b.Visible {
+					t.Errorf("step %d: loss %.9g, %d entries, %d visible step by step; %.9g, %d, %d pipelined",
+						s, a.Loss, a.Entries, a.Visible, b.Loss, b.Entries, b.Visible)
+				}
+				if (a.Timings == nil) != (b.Timings == nil) || (a.Image == nil) != (b.Image == nil) {
+					t.Errorf("step %d: timings/image present %v/%v step by step, %v/%v pipelined", s,
+						a.Timings != nil, a.Image != nil, b.Timings != nil, b.Image != nil)
+				}
+				if a.Image != nil && (len(b.Image) != len(a.Image) || !(check.RelErr(b.Image, a.Image) <= tol)) {
+					t.Errorf("step %d: the images differ", s)
+				}
+			}
+			if rel := check.RelErr(flat(piped.final), flat(one.final)); !(rel <= 100*tol) {
+				t.Errorf("parameters after %d steps differ by %.3g relative", steps, rel)
+			}
+			if rel := check.RelErr(piped.stats.GradAccum, one.stats.GradAccum); !(rel <= 100*tol) || !slices.Equal(piped.stats.Count, one.stats.Count) {
+				t.Errorf("statistics differ: gradient sums by %.3g relative, counts equal %v", rel, slices.Equal(piped.stats.Count, one.stats.Count))
+			}
+		})
+	}
 }

@@ -41,6 +41,13 @@ type Trainer struct {
 	emit    func(Event)
 	phases  Phases
 	writes  *writer // previews and checkpoints being written during Run
+	ahead   *queued // the next step, already submitted to a pipelining engine
+}
+
+// queued is a step submitted to an engine.Pipeliner before the one before it was collected.
+type queued struct {
+	step int
+	view string // its view's name, for errors
 }
 
 // Phases is where a run's wall time went, so that a user (and a benchmark) can see what
@@ -217,7 +224,9 @@ func (t *Trainer) Run(ctx context.Context, emit func(Event)) error {
 	start := time.Now()
 	window := newRateWindow(50)
 	for t.step < o.Iterations {
-		if err := ctx.Err(); err != nil {
+		// A step already submitted ahead runs to the end first (runStep submits none once
+		// ctx is done), so that the checkpoint holds every step the engine ran.
+		if err := ctx.Err(); err != nil && t.ahead == nil {
 			cerr := t.checkpoint()
 			cerr = errors.Join(cerr, t.writes.close(emit))
 			t.writes = nil
@@ -228,21 +237,21 @@ func (t *Trainer) Run(ctx context.Context, emit func(Event)) error {
 		}
 		s := t.step + 1
 		stepStart := time.Now()
-		res, err := t.engineStep(s)
+		res, err := t.runStep(ctx, s)
 		if err != nil {
 			return err
 		}
 		// Previews and evaluation see the step's result before its densification and
 		// opacity reset, as the original's training report does: an evaluation right after
 		// a reset would measure the reset, not the training.
-		if o.PreviewEvery > 0 && s%o.PreviewEvery == 0 {
+		if t.previewDue(s) {
 			at := time.Now()
 			if err := t.preview(s); err != nil {
 				return err
 			}
 			t.phases.Preview += time.Since(at)
 		}
-		if slices.Contains(o.EvalSteps, s) || s == o.Iterations {
+		if t.evalDue(s) {
 			at := time.Now()
 			if err := t.evaluate(s); err != nil {
 				return err
@@ -268,7 +277,7 @@ func (t *Trainer) Run(ctx context.Context, emit func(Event)) error {
 			StepsPerSec: window.rate(), ElapsedSec: time.Since(start).Seconds(), SHDegree: t.shDegree(s),
 			Densified: densified, StageMillis: stageMillis(res.Timings)})
 
-		if (o.CheckpointEvery > 0 && s%o.CheckpointEvery == 0) || s == o.Iterations {
+		if t.checkpointDue(s) {
 			at := time.Now()
 			if err := t.checkpoint(); err != nil {
 				return err
@@ -292,8 +301,77 @@ func (t *Trainer) logs(s int) bool {
 	return s%max(t.opt.LogEvery, 1) == 0 || s == 1 || s == t.opt.Iterations
 }
 
-// engineStep runs the engine's training step s (1-based) on the next view.
-func (t *Trainer) engineStep(s int) (engine.StepResult, error) {
+// previewDue, evalDue and checkpointDue say what the host does after step s besides
+// densification (densifyDue, resetDue).
+func (t *Trainer) previewDue(s int) bool { return t.opt.PreviewEvery > 0 && s%t.opt.PreviewEvery == 0 }
+
+func (t *Trainer) evalDue(s int) bool {
+	return slices.Contains(t.opt.EvalSteps, s) || s == t.opt.Iterations
+}
+
+func (t *Trainer) checkpointDue(s int) bool {
+	o := &t.opt
+	return (o.CheckpointEvery > 0 && s%o.CheckpointEvery == 0) || s == o.Iterations
+}
+
+// densifyDue and resetDue say whether densification and the opacity reset follow step s.
+func (t *Trainer) densifyDue(s int) bool {
+	d := &t.opt.Densify
+	return d.Enabled && s < d.Until && s > d.From && s%d.Every == 0
+}
+
+func (t *Trainer) resetDue(s int) bool {
+	o := &t.opt
+	d := &o.Densify
+	white := o.Background == [3]float32{1, 1, 1} && !o.RandomBackground
+	return d.Enabled && s < d.Until && ((d.ResetEvery > 0 && s%d.ResetEvery == 0) || (white && s == d.From))
+}
+
+// quiet says whether the host leaves the engine alone after step s but for reading its
+// result: nothing above is due and s is not the last step.
+func (t *Trainer) quiet(s int) bool {
+	return s < t.opt.Iterations && !t.previewDue(s) && !t.evalDue(s) && !t.checkpointDue(s) &&
+		!t.densifyDue(s) && !t.resetDue(s)
+}
+
+// runStep runs the engine's training step s (1-based). On an engine that pipelines, step s+1
+// is submitted behind s before s is collected whenever the host has nothing else to do with
+// the engine after s, so that the device goes straight on while the host takes its turn (the
+// readout, the metrics, the next view). The views, backgrounds and every random draw are taken
+// in the same order either way, and the engine runs the same steps on the same state.
+func (t *Trainer) runStep(ctx context.Context, s int) (engine.StepResult, error) {
+	at := time.Now()
+	defer func() { t.phases.Steps += time.Since(at) }()
+	pl, ok := t.eng.(engine.Pipeliner)
+	if !ok {
+		v, o, name := t.prepare(s)
+		res, err := t.eng.Step(v, o)
+		return t.checked(s, name, res, err)
+	}
+	var name string
+	if q := t.ahead; q != nil && q.step == s {
+		name, t.ahead = q.view, nil
+	} else {
+		v, o, n := t.prepare(s)
+		if err := pl.Submit(v, o); err != nil {
+			return engine.StepResult{}, fmt.Errorf("train: step %d (view %s): %w", s, n, err)
+		}
+		name = n
+	}
+	if t.quiet(s) && ctx.Err() == nil {
+		v, o, n := t.prepare(s + 1)
+		if err := pl.Submit(v, o); err != nil {
+			return engine.StepResult{}, fmt.Errorf("train: step %d (view %s): %w", s+1, n, err)
+		}
+		t.ahead = &queued{step: s + 1, view: n}
+	}
+	res, err := pl.Collect()
+	return t.checked(s, name, res, err)
+}
+
+// prepare draws step s's view and background and returns what the engine needs for it, with
+// the view's name.
+func (t *Trainer) prepare(s int) (*engine.View, engine.StepOptions, string) {
 	o := &t.opt
 	vi := t.nextView()
 	view := t.ds.Train[vi]
@@ -301,22 +379,24 @@ func (t *Trainer) engineStep(s int) (engine.StepResult, error) {
 	if o.RandomBackground {
 		bg = [3]float32{t.rng.Float32(), t.rng.Float32(), t.rng.Float32()}
 	}
-	target := t.target(&view, bg)
 	d := &o.Densify
-	at := time.Now()
-	defer func() { t.phases.Steps += time.Since(at) }()
-	res, err := t.eng.Step(&engine.View{Index: vi, Camera: view.Camera, Target: target}, engine.StepOptions{
+	v := &engine.View{Index: vi, Camera: view.Camera, Target: t.target(&view, bg)}
+	return v, engine.StepOptions{
 		SHDegree:        t.shDegree(s),
 		LR:              t.lr(s),
 		Background:      bg,
 		AccumulateStats: d.Enabled && s < d.Until,
 		WantTimings:     t.logs(s),
-	})
+	}, view.Name
+}
+
+// checked wraps a step's error with the step and view, and refuses a non-finite loss.
+func (t *Trainer) checked(s int, view string, res engine.StepResult, err error) (engine.StepResult, error) {
 	if err != nil {
-		return res, fmt.Errorf("train: step %d (view %s): %w", s, view.Name, err)
+		return res, fmt.Errorf("train: step %d (view %s): %w", s, view, err)
 	}
 	if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
-		return res, fmt.Errorf("train: step %d (view %s): the loss is %v", s, view.Name, res.Loss)
+		return res, fmt.Errorf("train: step %d (view %s): the loss is %v", s, view, res.Loss)
 	}
 	return res, nil
 }
@@ -324,23 +404,18 @@ func (t *Trainer) engineStep(s int) (engine.StepResult, error) {
 // densifyStep applies the densification and opacity reset due after step s; it reports
 // whether the Gaussians were densified.
 func (t *Trainer) densifyStep(s int) (bool, error) {
-	o := &t.opt
-	d := &o.Densify
 	at := time.Now()
 	defer func() { t.phases.Densify += time.Since(at) }()
 	densified := false
-	if d.Enabled && s < d.Until {
-		if s > d.From && s%d.Every == 0 {
-			if err := t.densify(s); err != nil {
-				return false, err
-			}
-			densified = true
+	if t.densifyDue(s) {
+		if err := t.densify(s); err != nil {
+			return false, err
 		}
-		white := o.Background == [3]float32{1, 1, 1} && !o.RandomBackground
-		if (d.ResetEvery > 0 && s%d.ResetEvery == 0) || (white && s == d.From) {
-			if err := t.eng.ResetOpacity(0.01); err != nil {
-				return false, fmt.Errorf("train: step %d: opacity reset: %w", s, err)
-			}
+		densified = true
+	}
+	if t.resetDue(s) {
+		if err := t.eng.ResetOpacity(0.01); err != nil {
+			return false, fmt.Errorf("train: step %d: opacity reset: %w", s, err)
 		}
 	}
 	if t.eng.Len() == 0 {

@@ -103,6 +103,7 @@ func (a *cuAPI) symbols() []symbol {
 
 // Enum values from cuda.h.
 const (
+	streamNonBlocking          = 1  // CU_STREAM_NON_BLOCKING
 	attrComputeCapabilityMajor = 75 // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
 	attrComputeCapabilityMinor = 76 // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
 	funcAttrMaxDynamicShared   = 8  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES

@@ -32,6 +32,7 @@ type Device struct {
 	dev       int32
 	ctx       uintptr
 	stream    uintptr
+	readback  uintptr // a non-blocking stream for DownloadAfter's copies, beside the work
 	closed    bool
 	capturing bool
 	buffers   map[*buffer]struct{}
@@ -103,6 +104,11 @@ func (d *Device) setup() (err error) {
 	// A blocking stream (flags 0): it also orders against the legacy default stream, which
 	// keeps any library that uses stream 0 on this context from racing our work.
 	if err := d.check(a.cuStreamCreate(&d.stream, 0), "cuStreamCreate", ""); err != nil {
+		return err
+	}
+	// DownloadAfter copies on a stream of its own, non-blocking (it must not order against
+	// the work stream, whose later work it is there to overlap).
+	if err := d.check(a.cuStreamCreate(&d.readback, streamNonBlocking), "cuStreamCreate", "readback stream"); err != nil {
 		return err
 	}
 	var name [256]byte
@@ -336,6 +342,43 @@ func (d *Device) Download(dst []byte, src driver.Buffer, off int) error {
 		// The driver returns from a copy into pageable memory once it is done; the sync makes
 		// that a guarantee, because dst belongs to the caller as soon as we return.
 		return d.check(d.api.cuStreamSynchronize(d.stream), "cuStreamSynchronize", "after download")
+	})
+}
+
+// DownloadAfter waits for the event after, then copies len(dst) bytes from src at off into dst
+// on the readback stream, so that work queued on the stream behind after goes on meanwhile.
+func (d *Device) DownloadAfter(dst []byte, src driver.Buffer, off int, after driver.Event) error {
+	return d.do(func() error {
+		b, err := d.own(src)
+		if err != nil {
+			return err
+		}
+		ev, err := d.ownEvent(after)
+		if err != nil {
+			return err
+		}
+		if err := checkRange("download", off, len(dst), b.size); err != nil {
+			return err
+		}
+		if d.capturing {
+			return fmt.Errorf("cuda: download during graph capture: host copies cannot be captured")
+		}
+		// The event's work has completed (and its faults are reported here) once this returns;
+		// its writes are then visible to a copy on any stream.
+		if err := d.check(d.api.cuEventSynchronize(ev.ev), "cuEventSynchronize", "before download"); err != nil {
+			return err
+		}
+		if len(dst) == 0 {
+			return nil
+		}
+		var pin runtime.Pinner
+		defer pin.Unpin()
+		pin.Pin(&dst[0])
+		if err := d.check(d.api.cuMemcpyDtoHAsync(unsafe.Pointer(&dst[0]), b.ptr+uint64(off), uintptr(len(dst)), d.readback),
+			"cuMemcpyDtoHAsync_v2", "readback stream"); err != nil {
+			return err
+		}
+		return d.check(d.api.cuStreamSynchronize(d.readback), "cuStreamSynchronize", "after download")
 	})
 }
 
@@ -839,6 +882,7 @@ func (d *Device) Close() error {
 			}
 			d.buffers, d.modules = nil, nil
 			errs = append(errs,
+				d.check(a.cuStreamDestroy(d.readback), "cuStreamDestroy_v2", "readback stream"),
 				d.check(a.cuStreamDestroy(d.stream), "cuStreamDestroy_v2", ""),
 				d.check(a.cuDevicePrimaryCtxRelease(d.dev), "cuDevicePrimaryCtxRelease_v2", ""))
 			d.closed = true

@@ -582,6 +582,72 @@ func TestEventsTimeAKernel(t *testing.T) {
 	t.Logf("4 × saxpy over %d floats: %.3f ms", n, ms)
 }
 
+// TestDownloadAfter reads a buffer as of an event while more work is queued behind it: the
+// copy must see the event's work, the later work must still complete, and a foreign or
+// closed event must be refused.
+func TestDownloadAfter(t *testing.T) {
+	d := openTest(t, driver.Options{})
+	k := kernelOf(t, d, selftest(t), "saxpy")
+	const n = 1 << 22
+	rng := rand.New(rand.NewPCG(seed, 7))
+	xs := make([]float32, n)
+	for i := range xs {
+		xs[i] = rng.Float32()
+	}
+	x, z := upload(t, d, xs), upload(t, d, xs)
+	ev, err := d.NewEvent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ev.Close()
+	// x = 2·x, then the event, then z doubled 64 times behind it.
+	if err := d.Launch(k, driver.Dim3{n / 256}, driver.Dim3{256}, 0, driver.U32(n), driver.F32(1), driver.Ptr(x), driver.Ptr(x), driver.Ptr(x)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Record(ev); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 64; i++ {
+		if err := d.Launch(k, driver.Dim3{n / 256}, driver.Dim3{256}, 0, driver.U32(n), driver.F32(1), driver.Ptr(z), driver.Ptr(z), driver.Ptr(z)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make([]float32, n)
+	for i := range got {
+		got[i] = float32(math.NaN()) // poison: a missing copy cannot pass as data
+	}
+	if err := d.DownloadAfter(f32bytes(got), x, 0, ev); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range got {
+		if v != 2*xs[i] {
+			t.Fatalf("x[%d] = %v after the event, want %v", i, v, 2*xs[i])
+		}
+	}
+	for i, v := range download(t, d, z, n) {
+		if want := xs[i] * (1 << 64); v != want {
+			t.Fatalf("z[%d] = %v after 64 doublings, want %v", i, v, want)
+		}
+	}
+	other := openTest(t, driver.Options{})
+	foreign, err := other.NewEvent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := f32bytes(got)
+	if err := d.DownloadAfter(b[:4], x, 0, foreign); !errors.Is(err, driver.ErrForeignHandle) {
+		t.Errorf("foreign event: %v, want ErrForeignHandle", err)
+	}
+	foreign.Close()
+	if err := d.DownloadAfter(b[:8], x, 4*n-4, ev); err == nil {
+		t.Error("a download past the buffer's end was accepted")
+	}
+	ev.Close()
+	if err := d.DownloadAfter(b[:4], x, 0, ev); !errors.Is(err, driver.ErrClosed) {
+		t.Errorf("closed event: %v, want ErrClosed", err)
+	}
+}
+
 func TestGraphCapture(t *testing.T) {
 	d := openTest(t, driver.Options{})
 	k := kernelOf(t, d, selftest(t), "saxpy")

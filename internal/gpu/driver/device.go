@@ -38,6 +38,11 @@ type Device interface {
 	Upload(dst Buffer, off int, src []byte) error
 	// Download copies len(dst) bytes from src at byte offset off, after all earlier work.
 	Download(dst []byte, src Buffer, off int) error
+	// DownloadAfter copies len(dst) bytes from src at byte offset off once the recorded event
+	// after has completed, without waiting for the work queued behind after: the host reads
+	// one step's results while the device runs the next. The caller must not queue anything
+	// that writes that part of src between after and this call.
+	DownloadAfter(dst []byte, src Buffer, off int, after Event) error
 	// Memset sets n bytes of dst from offset off to value.
 	Memset(dst Buffer, off, n int, value byte) error
 

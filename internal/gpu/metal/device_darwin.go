@@ -287,6 +287,12 @@ func (d *Device) Download(dst []byte, src driver.Buffer, off int) error {
 	return nil
 }
 
+// DownloadAfter is Download: without events on this backend yet it waits for all queued
+// work rather than for after alone (correct, without the overlap).
+func (d *Device) DownloadAfter(dst []byte, src driver.Buffer, off int, _ driver.Event) error {
+	return d.Download(dst, src, off)
+}
+
 // Memset fills n bytes of dst from off (on the CPU, after queued work).
 func (d *Device) Memset(dst driver.Buffer, off, n int, value byte) error {
 	if err := d.lock(); err != nil {
