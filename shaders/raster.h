@@ -16,6 +16,30 @@ struct Raster {
 // Splats staged per batch; a block has at least as many threads as a tile has pixels, rounded
 // up to whole warps.
 #define BATCH 256
+
+// CHUNK is how many entries of a tile's list one raster_bwd block walks (internal/fused's
+// chunkEntries must match: it sizes the chunk buffers). Chunk c of a tile is entries
+// [c·CHUNK, (c+1)·CHUNK) of its list; the backward runs a block per chunk up to the tile's
+// walk (its pixels' longest count), so that no tile's back-to-front walk is one serial chain
+// of its whole list (the longest lists were raster_bwd's tail: NOTES.md, session 5). A power
+// of two dividing BATCH: the forward finds the boundaries in a batch with a mask.
+#define CHUNK 64u
+static_assert(BATCH % CHUNK == 0 && (CHUNK & (CHUNK - 1u)) == 0u, "CHUNK must be a power of two dividing BATCH");
+
+// Chunk states: raster_fwd stores, for every pixel still walking when it reaches entry
+// k = (c+1)·CHUNK of its tile's list, the transmittance T and the front colour Σ cᵢαᵢTᵢ over
+// entries [0, k): where raster_bwd's block for chunk c starts. Slot chunk_slot(tile, o, c)
+// holds four planes of P = tileSize² floats (T, r, g, b), pixel p (= TID) at plane·P + p, so
+// that a warp's stores and loads are contiguous. The slot needs no count of the chunks, so the
+// forward stores before they are counted: with o the tile's first entry and L its list's
+// length, ⌊o/CHUNK⌋ + tile + c is distinct for every tile and chunk c < ⌈L/CHUNK⌉ (tile t's
+// last slot stays below tile t+1's first, ⌊(o+L)/CHUNK⌋ + t + 1, since ⌈L/C⌉ ≤ ⌊(o mod C + L)/C⌋
+// + 1) and below ⌊entries/CHUNK⌋ + tiles, the slots the host allocates.
+DEVICE u32 chunk_slot(u32 tile, u32 o, u32 c) { return o / CHUNK + tile + c; }
+// chunk_state is the first float of slot's 4·P (64-bit: 32-pixel tiles pass 2³² floats at 2²⁰
+// slots).
+DEVICE u64 chunk_state(u32 slot, u32 P) { return (u64)slot * (u64)(4u * P); }
+
 // Staged floats per splat: EWA mx, my, a, b, c (5); ray u[3], A[9], ‖u‖² (13).
 #define GEO_EWA 5
 #define GEO_RAY 13
@@ -25,12 +49,14 @@ struct Raster {
 // slot j holds the splat's geometry (GEO_N(RAY) floats from j·GEO_N(RAY)), opacity, power
 // cut, colour, and whether it can reach alphaMin anywhere. The model is a template argument so
 // that EWA stages and reads only its 5 geometry floats.
-template <bool RAY> struct Staged {
-    float geo[BATCH * GEO_N(RAY)];
-    float opac[BATCH];
-    float cut[BATCH];
-    float col[BATCH * 3];
-    u32 ok[BATCH];
+// N is the batch's capacity in splats: BATCH for the forward, CHUNK for the backward (which
+// stages one chunk; less shared memory per block lets more blocks share an SM).
+template <bool RAY, u32 N = BATCH> struct Staged {
+    float geo[N * GEO_N(RAY)];
+    float opac[N];
+    float cut[N];
+    float col[N * 3];
+    u32 ok[N];
 };
 
 // powerCut: the exponent below which o·exp(power) is certainly below amin, in float64 as the
@@ -87,10 +113,10 @@ DEVICE float alpha_of(float o, float power, float& g, bool& clamped)
 
 // stage_splat loads splat id into the batch slot j of s; it returns whether the splat can
 // reach alpha_min anywhere (else every pixel skips it).
-template <bool RAY>
+template <bool RAY, u32 N>
 DEVICE bool stage_splat(const Raster& rp, u32 id, u32 j, const GPTR float* opacity, const GPTR float* color,
                         const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU,
-                        const GPTR float* rayA, Staged<RAY>& s)
+                        const GPTR float* rayA, Staged<RAY, N>& s)
 {
     float o = opacity[id];
     double cut;
@@ -121,7 +147,7 @@ DEVICE bool stage_splat(const Raster& rp, u32 id, u32 j, const GPTR float* opaci
 
 // load_geo copies slot j's geometry into registers (every thread reads the same words: a
 // shared-memory broadcast).
-template <bool RAY> DEVICE void load_geo(const Staged<RAY>& s, u32 j, float* geo)
+template <bool RAY, u32 N> DEVICE void load_geo(const Staged<RAY, N>& s, u32 j, float* geo)
 {
     for (int q = 0; q < GEO_N(RAY); q++) geo[q] = s.geo[j * GEO_N(RAY) + q];
 }

@@ -5,16 +5,41 @@
 // and Tⱼ = Tⱼ₊₁/(1−αⱼ) from the forward's final T. Where the 0.99 clamp is active alpha has no
 // gradient to opacity or geometry.
 //
+// Chunks: a tile's list is cut into chunks of CHUNK entries (raster.h), each walked by a block
+// of its own, so that a tile's walk is no longer one serial chain (NOTES.md, session 5: the
+// longest lists were the stage's tail). Chunk c of a pixel's walk is entries [lo, e) with
+// lo = c·CHUNK, e = min((c+1)·CHUNK, count), and starts from the state behind entry e−1: T_e,
+// the transmittance in front of entry e, and B_e, the colour behind it. Where the count ends
+// inside the chunk that is the forward's end state, T_e = finalT and B_e = finalT·bg, as the
+// single walk started. Otherwise raster_fwd stored T_e and the front colour F_e = Σ_{i<e} cᵢαᵢTᵢ
+// at the boundary, and since the pixel's colour is C = F_e + B_e (image = F_count + finalT·bg,
+// and every term from e on is behind e), B_e = image − F_e. From there the recurrence is the
+// single walk's. The stored T_e is the forward's own (the single walk recovered it dividing
+// back from finalT), so the gradients differ from the single walk's in rounding only.
+//
+// raster_bwd_chunks: one block of exactly 256 threads (a few thousand tiles; one launch where
+//   scan.cu's level-by-level scan took three); thread i takes the consecutive tiles
+//   [i·per, (i+1)·per), per = ceil(tiles/256). A tile's chunks are those of its walk,
+//   ceil(tileWalk/CHUNK), not of its whole list: chunks past every pixel's count would only
+//   load the counts and leave. Nothing runs when readout[RO_ABORT] is set.
+//   tileWalk [tiles] u32 (raster_fwd); chunkStart [tiles+1] u32: the exclusive sum of the
+//   tiles' chunk counts, chunkStart[tiles] = every chunk; chunkTile [chunks] u32: each chunk's
+//   tile. The chunks number at most entries/CHUNK + tiles (raster.h), as the host sizes them.
 // raster_bwd_ewa, raster_bwd_ray: one kernel compiled per render model, as raster_fwd_*, with
-//   its thread mapping (one block per tile, one thread per pixel, batches of BATCH splats
-//   staged in shared memory, walked from the tile's longest count down). For each splat, a
-//   warp with any hit sums its lanes' contributions, 16 values a lane (EWA's 9 padded with
-//   zeros), with one transposing butterfly (warp_sum16_spread: 16 shuffles, where summing each
+//   its thread mapping within a tile (one thread per pixel). Block b walks the chunks b, b +
+//   NBLOCKS, ... below chunkStart[tiles] (the host sizes the grid for the most chunks the
+//   lists' capacity allows, capped: the count is on the device, and the blocks past it leave
+//   at once); for each, the chunk's entries up to the tile's walk are staged in shared memory
+//   at once and walked back to front, and a pixel whose count ends before the chunk does
+//   nothing. For each splat, a warp with any hit sums its lanes' contributions, 16 values a
+//   lane (EWA's 9 padded with zeros), with one transposing butterfly (warp_sum16_spread: 16 shuffles, where summing each
 //   value on its own took 5 a value), which leaves value i's warp sum in lanes 2i and 2i+1; the
 //   even lanes of the values in use then add them to the splat's gradients with one atomic
 //   each, all in the same instruction. The atomics' order, and so the last bits, vary from
 //   run to run.
-//   finalT [H*W] f32, count [H*W] u32 (raster_fwd), dImage [H*W,3] f32 (dL/dpixel)
+//   finalT [H*W] f32, count [H*W] u32, image [H*W,3] f32, tileWalk [tiles] u32, chunkState
+//   [slots,4,tileSize²] f32 (raster_fwd; a state is read only for a pixel whose count passes
+//   the chunk's end); chunkStart, chunkTile (raster_bwd_chunks); dImage [H*W,3] f32 (dL/dpixel)
 //   gColor [n,3], gOpacity [n]; EWA: gMean2d [n,2], gConic [n,3]; ray: gRayU [n,3], gRayA [n,9]
 //   (f32, zeroed by the host, accumulated here)
 #include "prelude_cuda.h"
@@ -35,160 +60,222 @@ DEVICE GPTR float* grad_ptr(u32 id, u32 q, GPTR float* gColor, GPTR float* gOpac
 }
 
 template <bool RAY>
-DEVICE void raster_bwd_body(Staged<RAY>& s, u32* sId, u32& longest, const Raster& rp, const GPTR u32* tileOffsets,
-                            const GPTR u32* ids, const GPTR float* opacity, const GPTR float* color,
-                            const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU,
-                            const GPTR float* rayA, const GPTR float* rays, const GPTR float* finalT,
-                            const GPTR u32* count, const GPTR float* dImage, GPTR float* gColor,
-                            GPTR float* gOpacity, GPTR float* gMean2d, GPTR float* gConic, GPTR float* gRayU,
-                            GPTR float* gRayA)
+DEVICE void raster_bwd_chunk(Staged<RAY, CHUNK>& s, u32* sId, u32 chunk, const Raster& rp, const GPTR u32* tileOffsets,
+                             const GPTR u32* ids, const GPTR float* opacity, const GPTR float* color,
+                             const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU,
+                             const GPTR float* rayA, const GPTR float* rays, const GPTR float* finalT,
+                             const GPTR u32* count, const GPTR float* image, const GPTR u32* tileWalk,
+                             const GPTR float* chunkState, const GPTR u32* chunkStart, const GPTR u32* chunkTile,
+                             const GPTR float* dImage, GPTR float* gColor, GPTR float* gOpacity,
+                             GPTR float* gMean2d, GPTR float* gConic, GPTR float* gRayU, GPTR float* gRayA)
 {
     // Gradient values per splat: colour 3, opacity 1, EWA mean2d 2 + conic 3, ray u 3 + A 9.
     const u32 nv = RAY ? 16u : 9u;
-    u32 tile = BID;
+    u32 tile = chunkTile[chunk];
+    u32 ci = chunk - chunkStart[tile]; // the tile's chunk ci: entries [lo, stop) of its list
+    u32 lo = ci * CHUNK, stop = lo + CHUNK;
+    u32 walk = tileWalk[tile];
+    u32 hi = walk < stop ? walk : stop; // > lo: the tile has chunks up to its walk only
+    u32 start = tileOffsets[tile];
     int ts = rp.tileSize;
+    u32 P = (u32)(ts * ts);
     int x = (int)(tile % (u32)rp.tilesX) * ts + (int)(TID % (u32)ts);
     int y = (int)(tile / (u32)rp.tilesX) * ts + (int)(TID / (u32)ts);
-    bool inside = TID < (u32)(ts * ts) && x < rp.W && y < rp.H;
+    bool inside = TID < P && x < rp.W && y < rp.H;
     u32 pix = inside ? (u32)y * (u32)rp.W + (u32)x : 0u;
+    u32 cnt = inside ? count[pix] : 0u;
     float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f;
     float T = 0.0f, br = 0.0f, bg = 0.0f, bb = 0.0f, gr = 0.0f, gg = 0.0f, gb = 0.0f;
-    u32 cnt = 0;
-    if (inside) {
+    if (cnt > lo) {
         if (RAY) {
             d0 = rays[pix * 3];
             d1 = rays[pix * 3 + 1];
             d2 = rays[pix * 3 + 2];
         }
-        T = finalT[pix];
-        br = mul_rn(T, rp.bg[0]);
-        bg = mul_rn(T, rp.bg[1]);
-        bb = mul_rn(T, rp.bg[2]);
+        if (cnt <= stop) { // the walk ends in this chunk: start from the forward's end state
+            T = finalT[pix];
+            br = mul_rn(T, rp.bg[0]);
+            bg = mul_rn(T, rp.bg[1]);
+            bb = mul_rn(T, rp.bg[2]);
+        } else { // it goes on behind the chunk: the state raster_fwd stored at its far end
+            const GPTR float* st = chunkState + chunk_state(chunk_slot(tile, start, ci), P) + TID;
+            T = st[0];
+            br = image[pix * 3] - st[P];
+            bg = image[pix * 3 + 1] - st[2u * P];
+            bb = image[pix * 3 + 2] - st[3u * P];
+        }
         gr = dImage[pix * 3];
         gg = dImage[pix * 3 + 1];
         gb = dImage[pix * 3 + 2];
-        cnt = count[pix];
     }
-    if (TID == 0u) longest = 0u;
+    u32 nb = hi - lo;
+    for (u32 j = TID; j < nb; j += BDIM) {
+        u32 id = ids[start + lo + j];
+        sId[j] = id;
+        s.ok[j] = stage_splat<RAY>(rp, id, j, opacity, color, mean2d, conic, rayU, rayA, s) ? 1u : 0u;
+    }
     BARRIER();
-    if (cnt > 0u) shared_max_u32(&longest, cnt);
-    BARRIER();
-    u32 start = tileOffsets[tile];
-    u32 hi = longest;
-    while (hi > 0u) {
-        u32 lo = hi > (u32)BATCH ? hi - (u32)BATCH : 0u;
-        u32 nb = hi - lo;
-        for (u32 j = TID; j < nb; j += BDIM) {
-            u32 id = ids[start + lo + j];
-            sId[j] = id;
-            s.ok[j] = stage_splat<RAY>(rp, id, j, opacity, color, mean2d, conic, rayU, rayA, s) ? 1u : 0u;
-        }
-        BARRIER();
-        for (u32 jj = nb; jj > 0u; jj--) {
-            u32 j = jj - 1u;
-            if (!s.ok[j]) continue; // the same for every thread
-            u32 k = lo + j;
-            float v[16];
-            for (int q = 0; q < 16; q++) v[q] = 0.0f;
-            bool hit = false;
-            if (k < cnt) {
-                float geo[GEO_N(RAY)];
-                load_geo<RAY>(s, j, geo);
-                float o = s.opac[j], cut = s.cut[j];
-                float power = 0.0f, dx = 0.0f, dy = 0.0f, sc = 0.0f;
-                float w[3] = {0.0f, 0.0f, 0.0f}, rv[3];
-                bool ok;
-                if (RAY) {
-                    ok = ray_perp(geo, cut, d0, d1, d2, w, sc, rv);
-                    if (ok) power = ray_power(w);
-                } else {
-                    power = ewa_power(geo, x, y, dx, dy);
-                    ok = power >= cut && !(power > 0.0f);
-                }
-                float g = 0.0f, alpha = 0.0f;
-                bool clamped = false;
-                if (ok) {
-                    alpha = alpha_of(o, power, g, clamped);
-                    ok = alpha >= rp.alphaMin;
-                }
-                if (ok) {
-                    hit = true;
-                    float c0 = s.col[j * 3], c1 = s.col[j * 3 + 1], c2 = s.col[j * 3 + 2];
-                    float inv = 1.0f / (1.0f - alpha);
-                    float tj = T * inv;
-                    float wt = alpha * tj;
-                    float dLdA = gr * (c0 * tj - br * inv) + gg * (c1 * tj - bg * inv) + gb * (c2 * tj - bb * inv);
-                    br += c0 * wt;
-                    bg += c1 * wt;
-                    bb += c2 * wt;
-                    T = tj;
-                    v[0] = gr * wt;
-                    v[1] = gg * wt;
-                    v[2] = gb * wt;
-                    if (!clamped) {
-                        v[3] = dLdA * g;
-                        float dp = dLdA * alpha;
-                        if (RAY) {
-                            v[4] = -dp * w[0];
-                            v[5] = -dp * w[1];
-                            v[6] = -dp * w[2];
-                            float q = dp * sc;
-                            for (int r = 0; r < 3; r++) {
-                                float qr = q * w[r];
-                                v[7 + r * 3] = qr * d0;
-                                v[8 + r * 3] = qr * d1;
-                                v[9 + r * 3] = qr * d2;
-                            }
-                        } else {
-                            float a = geo[2], b = geo[3], c = geo[4];
-                            v[4] = dp * (a * dx + b * dy);
-                            v[5] = dp * (b * dx + c * dy);
-                            v[6] = -(dp * dx * dx / 2.0f);
-                            v[7] = -(dp * dx * dy);
-                            v[8] = -(dp * dy * dy / 2.0f);
+    for (u32 jj = nb; jj > 0u; jj--) {
+        u32 j = jj - 1u;
+        if (!s.ok[j]) continue; // the same for every thread
+        u32 k = lo + j;
+        float v[16];
+        for (int q = 0; q < 16; q++) v[q] = 0.0f;
+        bool hit = false;
+        if (k < cnt) {
+            float geo[GEO_N(RAY)];
+            load_geo<RAY>(s, j, geo);
+            float o = s.opac[j], cut = s.cut[j];
+            float power = 0.0f, dx = 0.0f, dy = 0.0f, sc = 0.0f;
+            float w[3] = {0.0f, 0.0f, 0.0f}, rv[3];
+            bool ok;
+            if (RAY) {
+                ok = ray_perp(geo, cut, d0, d1, d2, w, sc, rv);
+                if (ok) power = ray_power(w);
+            } else {
+                power = ewa_power(geo, x, y, dx, dy);
+                ok = power >= cut && !(power > 0.0f);
+            }
+            float g = 0.0f, alpha = 0.0f;
+            bool clamped = false;
+            if (ok) {
+                alpha = alpha_of(o, power, g, clamped);
+                ok = alpha >= rp.alphaMin;
+            }
+            if (ok) {
+                hit = true;
+                float c0 = s.col[j * 3], c1 = s.col[j * 3 + 1], c2 = s.col[j * 3 + 2];
+                float inv = 1.0f / (1.0f - alpha);
+                float tj = T * inv;
+                float wt = alpha * tj;
+                float dLdA = gr * (c0 * tj - br * inv) + gg * (c1 * tj - bg * inv) + gb * (c2 * tj - bb * inv);
+                br += c0 * wt;
+                bg += c1 * wt;
+                bb += c2 * wt;
+                T = tj;
+                v[0] = gr * wt;
+                v[1] = gg * wt;
+                v[2] = gb * wt;
+                if (!clamped) {
+                    v[3] = dLdA * g;
+                    float dp = dLdA * alpha;
+                    if (RAY) {
+                        v[4] = -dp * w[0];
+                        v[5] = -dp * w[1];
+                        v[6] = -dp * w[2];
+                        float q = dp * sc;
+                        for (int r = 0; r < 3; r++) {
+                            float qr = q * w[r];
+                            v[7 + r * 3] = qr * d0;
+                            v[8 + r * 3] = qr * d1;
+                            v[9 + r * 3] = qr * d2;
                         }
+                    } else {
+                        float a = geo[2], b = geo[3], c = geo[4];
+                        v[4] = dp * (a * dx + b * dy);
+                        v[5] = dp * (b * dx + c * dy);
+                        v[6] = -(dp * dx * dx / 2.0f);
+                        v[7] = -(dp * dx * dy);
+                        v[8] = -(dp * dy * dy / 2.0f);
                     }
                 }
             }
-            if (!warp_any(hit)) continue;
-            // Lanes 2q and 2q+1 get value q's warp sum; the even ones of the nv values in use
-            // add it to its gradient, in one atomic instruction for the warp.
-            float sum = warp_sum16_spread(v);
-            u32 q = LANE >> 1;
-            if ((LANE & 1u) == 0u && q < nv)
-                atom_add_f32(grad_ptr<RAY>(sId[j], q, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA), sum);
         }
-        BARRIER();
-        hi = lo;
+        if (!warp_any(hit)) continue;
+        // Lanes 2q and 2q+1 get value q's warp sum; the even ones of the nv values in use
+        // add it to its gradient, in one atomic instruction for the warp.
+        float sum = warp_sum16_spread(v);
+        u32 q = LANE >> 1;
+        if ((LANE & 1u) == 0u && q < nv)
+            atom_add_f32(grad_ptr<RAY>(sId[j], q, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA), sum);
     }
 }
 
-KERNEL raster_bwd_ewa(Raster rp, const GPTR u32* readout, const GPTR u32* tileOffsets, const GPTR u32* ids,
-                      const GPTR float* opacity, const GPTR float* color, const GPTR float* mean2d,
-                      const GPTR float* conic, const GPTR float* rayU, const GPTR float* rayA,
-                      const GPTR float* rays, const GPTR float* finalT, const GPTR u32* count,
-                      const GPTR float* dImage, GPTR float* gColor, GPTR float* gOpacity, GPTR float* gMean2d,
-                      GPTR float* gConic, GPTR float* gRayU, GPTR float* gRayA)
+// raster_bwd_body walks this block's chunks; the barrier after each keeps the next chunk's
+// staging from overwriting splats a warp is still walking.
+template <bool RAY>
+DEVICE void raster_bwd_body(Staged<RAY, CHUNK>& s, u32* sId, const Raster& rp, u32 numTiles,
+                            const GPTR u32* tileOffsets, const GPTR u32* ids, const GPTR float* opacity,
+                            const GPTR float* color, const GPTR float* mean2d, const GPTR float* conic,
+                            const GPTR float* rayU, const GPTR float* rayA, const GPTR float* rays,
+                            const GPTR float* finalT, const GPTR u32* count, const GPTR float* image,
+                            const GPTR u32* tileWalk, const GPTR float* chunkState, const GPTR u32* chunkStart,
+                            const GPTR u32* chunkTile, const GPTR float* dImage, GPTR float* gColor,
+                            GPTR float* gOpacity, GPTR float* gMean2d, GPTR float* gConic, GPTR float* gRayU,
+                            GPTR float* gRayA)
 {
-    if (readout[RO_ABORT]) return;
-    SHARED Staged<false> s;
-    SHARED u32 sId[BATCH];
-    SHARED u32 longest;
-    raster_bwd_body<false>(s, sId, longest, rp, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays,
-                           finalT, count, dImage, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA);
+    u32 chunks = chunkStart[numTiles];
+    for (u32 chunk = BID; chunk < chunks; chunk += NBLOCKS) {
+        raster_bwd_chunk<RAY>(s, sId, chunk, rp, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays,
+                              finalT, count, image, tileWalk, chunkState, chunkStart, chunkTile, dImage, gColor,
+                              gOpacity, gMean2d, gConic, gRayU, gRayA);
+        BARRIER();
+    }
 }
 
-KERNEL raster_bwd_ray(Raster rp, const GPTR u32* readout, const GPTR u32* tileOffsets, const GPTR u32* ids,
-                      const GPTR float* opacity, const GPTR float* color, const GPTR float* mean2d,
-                      const GPTR float* conic, const GPTR float* rayU, const GPTR float* rayA,
-                      const GPTR float* rays, const GPTR float* finalT, const GPTR u32* count,
+#define CHUNK_THREADS 256u
+
+KERNEL raster_bwd_chunks(const GPTR u32* readout, const GPTR u32* tileWalk, u32 numTiles, GPTR u32* chunkStart,
+                         GPTR u32* chunkTile)
+{
+    if (readout[RO_ABORT]) return;
+    SHARED u32 warpTot[CHUNK_THREADS / 32u];
+    u32 per = (numTiles + CHUNK_THREADS - 1u) / CHUNK_THREADS;
+    u32 t0 = TID * per < numTiles ? TID * per : numTiles;
+    u32 t1 = t0 + per < numTiles ? t0 + per : numTiles;
+    u32 sum = 0;
+    for (u32 t = t0; t < t1; t++) sum += (tileWalk[t] + CHUNK - 1u) / CHUNK;
+    // A block-wide exclusive scan of the threads' sums: within each warp, then over the warps.
+    u32 ex = warp_exscan_u32(sum);
+    if (LANE == 31u) warpTot[WARP_ID] = ex + sum;
+    BARRIER();
+    if (TID < 32u) {
+        const u32 nw = CHUNK_THREADS / 32u;
+        u32 w = TID < nw ? warpTot[TID] : 0u;
+        u32 e = warp_exscan_u32(w);
+        if (TID < nw) warpTot[TID] = e;
+        if (TID == nw - 1u) chunkStart[numTiles] = e + w;
+    }
+    BARRIER();
+    u32 run = warpTot[WARP_ID] + ex;
+    for (u32 t = t0; t < t1; t++) {
+        chunkStart[t] = run;
+        u32 n = (tileWalk[t] + CHUNK - 1u) / CHUNK;
+        for (u32 q = 0; q < n; q++) chunkTile[run + q] = t;
+        run += n;
+    }
+}
+
+KERNEL raster_bwd_ewa(Raster rp, const GPTR u32* readout, u32 numTiles, const GPTR u32* tileOffsets,
+                      const GPTR u32* ids, const GPTR float* opacity, const GPTR float* color,
+                      const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU,
+                      const GPTR float* rayA, const GPTR float* rays, const GPTR float* finalT,
+                      const GPTR u32* count, const GPTR float* image, const GPTR u32* tileWalk,
+                      const GPTR float* chunkState, const GPTR u32* chunkStart, const GPTR u32* chunkTile,
                       const GPTR float* dImage, GPTR float* gColor, GPTR float* gOpacity, GPTR float* gMean2d,
                       GPTR float* gConic, GPTR float* gRayU, GPTR float* gRayA)
 {
     if (readout[RO_ABORT]) return;
-    SHARED Staged<true> s;
-    SHARED u32 sId[BATCH];
-    SHARED u32 longest;
-    raster_bwd_body<true>(s, sId, longest, rp, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays,
-                          finalT, count, dImage, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA);
+    SHARED Staged<false, CHUNK> s;
+    SHARED u32 sId[CHUNK];
+    raster_bwd_body<false>(s, sId, rp, numTiles, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays,
+                           finalT, count, image, tileWalk, chunkState, chunkStart, chunkTile, dImage, gColor,
+                           gOpacity, gMean2d, gConic, gRayU, gRayA);
+}
+
+KERNEL raster_bwd_ray(Raster rp, const GPTR u32* readout, u32 numTiles, const GPTR u32* tileOffsets,
+                      const GPTR u32* ids, const GPTR float* opacity, const GPTR float* color,
+                      const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU,
+                      const GPTR float* rayA, const GPTR float* rays, const GPTR float* finalT,
+                      const GPTR u32* count, const GPTR float* image, const GPTR u32* tileWalk,
+                      const GPTR float* chunkState, const GPTR u32* chunkStart, const GPTR u32* chunkTile,
+                      const GPTR float* dImage, GPTR float* gColor, GPTR float* gOpacity, GPTR float* gMean2d,
+                      GPTR float* gConic, GPTR float* gRayU, GPTR float* gRayA)
+{
+    if (readout[RO_ABORT]) return;
+    SHARED Staged<true, CHUNK> s;
+    SHARED u32 sId[CHUNK];
+    raster_bwd_body<true>(s, sId, rp, numTiles, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays,
+                          finalT, count, image, tileWalk, chunkState, chunkStart, chunkTile, dImage, gColor,
+                          gOpacity, gMean2d, gConic, gRayU, gRayA);
 }

@@ -16,6 +16,11 @@
 //   rays [H*W,3] f32 (ray model: per-pixel world directions; any buffer for EWA)
 //   image [H*W,3] f32 = Σ cᵢαᵢTᵢ + T·bg; finalT [H*W] f32; count [H*W] u32: entries of the
 //   tile's list walked up to and including the last one blended (the backward starts there).
+//   tileWalk [tiles] u32: the tile's longest count (raster_bwd runs blocks for its chunks up to
+//   there). chunkState [slots,4,tileSize²] f32 (raster.h, chunk_slot): a pixel still walking
+//   when it reaches entry k = (c+1)·CHUNK of its tile's list stores T and the front colour
+//   after entries [0, k) in the slot of chunk c, where raster_bwd's block for that chunk
+//   starts. Only stores are added for the backward: the image is the same.
 #include "prelude_cuda.h"
 #include "common.h"
 #include "readout.h"
@@ -26,7 +31,7 @@ DEVICE void raster_fwd_body(Staged<RAY>& s, u32& alive, const Raster& rp, const 
                             const GPTR u32* ids, const GPTR float* opacity, const GPTR float* color,
                             const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU,
                             const GPTR float* rayA, const GPTR float* rays, GPTR float* image, GPTR float* finalT,
-                            GPTR u32* count)
+                            GPTR u32* count, u32& longest, GPTR u32* tileWalk, GPTR float* chunkState)
 {
     u32 tile = BID;
     int ts = rp.tileSize;
@@ -44,6 +49,11 @@ DEVICE void raster_fwd_body(Staged<RAY>& s, u32& alive, const Raster& rp, const 
     u32 cnt = 0, hits = 0;
     bool done = !inside;
     u32 start = tileOffsets[tile], end = tileOffsets[tile + 1];
+    // This pixel's words of the tile's chunk states (chunk c's plane q at +c·4P + q·P); only
+    // dereferenced at a boundary inside the list, so never for a tile without chunks.
+    u32 P = (u32)(ts * ts);
+    GPTR float* st = chunkState + chunk_state(chunk_slot(tile, start, 0u), P) + TID;
+    if (TID == 0u) longest = 0u; // ordered before the maxima below by the loop's or the final barrier
     for (u32 b0 = start; b0 < end; b0 += BATCH) {
         if (TID == 0u) alive = 0u;
         BARRIER();
@@ -55,6 +65,18 @@ DEVICE void raster_fwd_body(Staged<RAY>& s, u32& alive, const Raster& rp, const 
             s.ok[j] = stage_splat<RAY>(rp, ids[b0 + j], j, opacity, color, mean2d, conic, rayU, rayA, s) ? 1u : 0u;
         BARRIER();
         for (u32 j = 0; j < nb && !done; j++) {
+            // Entry k = b0 − start + j starts chunk k/CHUNK (BATCH is a multiple of CHUNK, so
+            // j's low bits are k's): the state after entries [0, k) is where the backward's
+            // block for the chunk before it starts. A pixel that finished earlier never gets
+            // here, and its count ends before k: the backward starts its last chunk from
+            // finalT and never reads this slot for it.
+            if ((j & (CHUNK - 1u)) == 0u && b0 + j != start) {
+                GPTR float* q = st + chunk_state((b0 - start + j) / CHUNK - 1u, P);
+                q[0] = T;
+                q[P] = cr;
+                q[2u * P] = cg;
+                q[3u * P] = cb;
+            }
             if (!s.ok[j]) continue;
             float geo[GEO_N(RAY)];
             load_geo<RAY>(s, j, geo);
@@ -99,28 +121,34 @@ DEVICE void raster_fwd_body(Staged<RAY>& s, u32& alive, const Raster& rp, const 
         finalT[pix] = T;
         count[pix] = cnt;
     }
+    BARRIER();
+    if (cnt > 0u) shared_max_u32(&longest, cnt);
+    BARRIER();
+    if (TID == 0u) tileWalk[tile] = longest;
 }
 
 KERNEL raster_fwd_ewa(Raster rp, const GPTR u32* readout, const GPTR u32* tileOffsets, const GPTR u32* ids,
                       const GPTR float* opacity, const GPTR float* color, const GPTR float* mean2d,
                       const GPTR float* conic, const GPTR float* rayU, const GPTR float* rayA,
-                      const GPTR float* rays, GPTR float* image, GPTR float* finalT, GPTR u32* count)
+                      const GPTR float* rays, GPTR float* image, GPTR float* finalT, GPTR u32* count,
+                      GPTR u32* tileWalk, GPTR float* chunkState)
 {
     if (readout[RO_ABORT]) return;
     SHARED Staged<false> s;
-    SHARED u32 alive;
+    SHARED u32 alive, longest;
     raster_fwd_body<false>(s, alive, rp, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image,
-                           finalT, count);
+                           finalT, count, longest, tileWalk, chunkState);
 }
 
 KERNEL raster_fwd_ray(Raster rp, const GPTR u32* readout, const GPTR u32* tileOffsets, const GPTR u32* ids,
                       const GPTR float* opacity, const GPTR float* color, const GPTR float* mean2d,
                       const GPTR float* conic, const GPTR float* rayU, const GPTR float* rayA,
-                      const GPTR float* rays, GPTR float* image, GPTR float* finalT, GPTR u32* count)
+                      const GPTR float* rays, GPTR float* image, GPTR float* finalT, GPTR u32* count,
+                      GPTR u32* tileWalk, GPTR float* chunkState)
 {
     if (readout[RO_ABORT]) return;
     SHARED Staged<true> s;
-    SHARED u32 alive;
+    SHARED u32 alive, longest;
     raster_fwd_body<true>(s, alive, rp, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image,
-                          finalT, count);
+                          finalT, count, longest, tileWalk, chunkState);
 }

@@ -66,6 +66,11 @@ type Engine struct {
 	scanCap                          int // elements the scan levels are sized for
 	tileOffsets                      gpu.Buffer
 	tileCap                          int
+	// The tiles' chunks of chunkEntries entries (chunks.go): raster_fwd's walk per tile and
+	// per-pixel states at the chunks' ends, raster_bwd's first chunk per tile and tile per
+	// chunk; room for chunkCap chunks.
+	tileWalk, chunkStart, chunkTile, chunkState gpu.Buffer
+	chunkCap                                    int
 
 	// Per pixel, for images of up to pxCap pixels.
 	pxCap                                            int
@@ -327,6 +332,9 @@ func (e *Engine) growLists(entries int) error {
 		}
 	}
 	e.listCap = c
+	if err := e.ensureChunks(); err != nil {
+		return err
+	}
 	return e.ensureHist(max(c, e.capN))
 }
 
@@ -340,6 +348,9 @@ func (e *Engine) growPixels(w, h int) error {
 			return fmt.Errorf("fused: tile offsets for %d×%d px: %w", w, h, err)
 		}
 		e.tileCap = tiles + 1
+		if err := e.ensureChunks(); err != nil {
+			return err
+		}
 	}
 	if npx <= e.pxCap {
 		return nil
@@ -695,6 +706,7 @@ func (e *Engine) release() error {
 	bufs := []gpu.Buffer{e.params, e.grads, e.adamM, e.adamV, e.valid, e.depth, e.opacity, e.color, e.mean2d,
 		e.conic, e.rayU, e.rayA, e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.bigList, e.editSrc, e.statAccum,
 		e.statCount, e.statMaxRadius, e.counts, e.visFlags, e.depthKeys, e.order, e.depthKeysTmp, e.orderTmp, e.ranked, e.rankOf, e.hitMask, e.keys, e.ids, e.keysTmp, e.idsTmp, e.hist, e.tileOffsets,
+		e.tileWalk, e.chunkStart, e.chunkTile, e.chunkState,
 		e.image, e.finalT, e.count, e.dImage, e.rays, e.hq, e.dmap, e.hd, e.partAbs, e.partSq, e.partSSIM,
 		e.readouts[0], e.readouts[1], e.dummy}
 	bufs = append(bufs, e.scanSums...)

@@ -20,6 +20,7 @@ type kernels struct {
 	tileRanges                          gpu.Kernel
 	rasterFwdEWA, rasterFwdRay          gpu.Kernel // one entry point per render model
 	rasterBwdEWA, rasterBwdRay          gpu.Kernel
+	rasterBwdChunks                     gpu.Kernel
 	lossPointwise, lossSSIM, lossSSIMDx gpu.Kernel
 	lossSSIMGrad, lossFinish            gpu.Kernel
 	projectBwd                          gpu.Kernel
@@ -44,7 +45,8 @@ func loadKernels(dev gpu.Device) (*kernels, error) {
 		{"raster_fwd.cu", map[string]*gpu.Kernel{"raster_fwd_ewa": &k.rasterFwdEWA, "raster_fwd_ray": &k.rasterFwdRay}},
 		{"loss.cu", map[string]*gpu.Kernel{"loss_pointwise": &k.lossPointwise, "loss_ssim": &k.lossSSIM,
 			"loss_ssim_dx": &k.lossSSIMDx, "loss_ssim_grad": &k.lossSSIMGrad, "loss_finish": &k.lossFinish}},
-		{"raster_bwd.cu", map[string]*gpu.Kernel{"raster_bwd_ewa": &k.rasterBwdEWA, "raster_bwd_ray": &k.rasterBwdRay}},
+		{"raster_bwd.cu", map[string]*gpu.Kernel{"raster_bwd_ewa": &k.rasterBwdEWA, "raster_bwd_ray": &k.rasterBwdRay,
+			"raster_bwd_chunks": &k.rasterBwdChunks}},
 		{"project_bwd.cu", map[string]*gpu.Kernel{"project_bwd": &k.projectBwd}},
 		{"adam.cu", map[string]*gpu.Kernel{"adam_step": &k.adamStep, "opacity_reset": &k.opacityReset}},
 		{"edit.cu", map[string]*gpu.Kernel{"gather_rows": &k.gatherRows}},

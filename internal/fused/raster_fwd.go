@@ -16,7 +16,9 @@ func (e *Engine) tileThreads() gpu.Dim3 {
 }
 
 // rasterFwd launches raster_fwd.cu, one block per tile (design.md §5 step 4): its entry point
-// for the engine's render model, which the kernel takes as a compile-time constant.
+// for the engine's render model, which the kernel takes as a compile-time constant. Besides
+// the image it writes what raster_bwd's chunks start from: each tile's walk and the per-pixel
+// states at the chunks' ends.
 func (e *Engine) rasterFwd(cam *camera.Camera, bg [3]float32, tiles int) error {
 	k := e.k.rasterFwdEWA
 	if e.set.Render == prep.Ray {
@@ -25,7 +27,8 @@ func (e *Engine) rasterFwd(cam *camera.Camera, bg [3]float32, tiles int) error {
 	return e.dev.Launch(k, gpu.Dim3{uint32(tiles)}, e.tileThreads(), 0,
 		gpu.Bytes(rasterBytes(cam, &e.set, bg)), gpu.Ptr(e.readoutBuf), gpu.Ptr(e.tileOffsets), gpu.Ptr(e.sortedIDs),
 		gpu.Ptr(e.opacity), gpu.Ptr(e.color), gpu.Ptr(e.mean2d), gpu.Ptr(e.conic), gpu.Ptr(e.or(e.rayU)),
-		gpu.Ptr(e.or(e.rayA)), gpu.Ptr(e.or(e.rays)), gpu.Ptr(e.image), gpu.Ptr(e.finalT), gpu.Ptr(e.count))
+		gpu.Ptr(e.or(e.rayA)), gpu.Ptr(e.or(e.rays)), gpu.Ptr(e.image), gpu.Ptr(e.finalT), gpu.Ptr(e.count),
+		gpu.Ptr(e.tileWalk), gpu.Ptr(e.chunkState))
 }
 
 // Walk is how far the raster passes had to walk the tile lists in one forward.
@@ -33,6 +36,11 @@ type Walk struct {
 	Entries int64 // list entries the tiles read: each tile up to its longest pixel's count
 	Pairs   int64 // (entry, pixel) pairs the pixels evaluated: the sum of their counts
 	Splats  int64 // distinct splats those entries name: the splats whose data had to be read
+	// Chunk boundaries (every chunkEntries entries of a list) strictly inside the pixels'
+	// walks, Σ ⌈count/chunkEntries⌉ − 1: the chunk states raster_bwd needs (and reads), so
+	// the fewest raster_fwd must store.
+	Boundaries int64
+	Spanning   int64 // pixels whose walk passes a chunk boundary: raster_bwd reads their image
 }
 
 // RasterWalk measures the Walk of the last forward (of the last Step or Render) from
@@ -66,6 +74,10 @@ func (e *Engine) RasterWalk() (Walk, error) {
 		for x := 0; x < w; x++ {
 			c := count[y*w+x]
 			wk.Pairs += int64(c)
+			if c > chunkEntries {
+				wk.Spanning++
+				wk.Boundaries += int64((c - 1) / chunkEntries)
+			}
 			t := (y/ts)*tilesX + x/ts
 			longest[t] = max(longest[t], c)
 		}

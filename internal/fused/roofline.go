@@ -15,7 +15,8 @@ import (
 //
 // What counts as traffic. The buffers between stages are this pipeline's (the packed
 // parameters, project's per-splat outputs, the 32-bit tile keys and ids of the tile lists,
-// the per-pixel image, final transmittance and count, ...): a stage must read what it consumes
+// the per-pixel image, final transmittance and count, raster_fwd's chunk states, ...): a stage
+// must read what it consumes
 // of them and write what later stages consume, and the model counts each such datum once, as
 // if every re-read hit the cache. Scratch a stage writes and reads back itself is not counted,
 // because a fused kernel could keep it on chip: bin's counts and their scan, sort's histograms
@@ -45,8 +46,9 @@ type Workload struct {
 
 	// Walk is how far the rasterizer had to walk the lists (Engine.RasterWalk). The zero
 	// value means not measured: the model then takes every entry, every pixel of its tile
-	// and min(V, E) splats, which is no lower bound when pixels saturate before the end of
-	// their lists (the usual case on real views).
+	// (each tile's list taken as E/T entries long for the chunk boundaries) and min(V, E)
+	// splats, which is no lower bound when pixels saturate before the end of their lists
+	// (the usual case on real views).
 	Walk Walk
 }
 
@@ -81,6 +83,7 @@ const (
 	rasterRay      = 16 // opacity 1, colour 3, rayU 3, rayA 9
 	pixelOutWords  = 5  // raster_fwd per pixel: image 3, final T 1, count 1
 	pixelBwdWords  = 5  // raster_bwd per pixel: final T 1, count 1, image gradient 3
+	chunkWords     = 4  // a chunk state per pixel and boundary: T 1, front colour 3
 	lossWords      = 9  // loss per pixel: image 3, target 3, image gradient 3
 	statWords      = 3  // statAccum, statCount, statMaxRadius
 )
@@ -167,12 +170,16 @@ func shBwdFlops(deg int) int64 {
 //	            they name once (min(V, E) splats when not measured; a tile-based rasterizer
 //	            re-reads a splat for each of its tiles, but those re-reads may hit the L2 and
 //	            are not counted); the ray model's 3 words of direction per pixel; writes 5
-//	            words per pixel. Work: the exponent of every walked (entry, pixel) pair (E·P/T
-//	            pairs when the walk is not measured).
+//	            words per pixel, each tile's walk (T words) and 4 words of chunk state per
+//	            chunk boundary inside a pixel's walk (Walk.Boundaries). Work: the exponent of
+//	            every walked (entry, pixel) pair (E·P/T pairs when the walk is not measured).
 //	loss        reads image and target, writes the image gradient: 9 words per pixel. Work 18
 //	            per pixel, plus 1224 with SSIM.
 //	raster_bwd  reads what raster_fwd read, plus final T, count and the 3-word image gradient
-//	            per pixel; writes each splat's prepared-data gradient once (9 EWA / 16 ray).
+//	            per pixel, the tiles' walks and the chunk states raster_fwd wrote, and the
+//	            3-word image of each pixel whose walk passes a chunk boundary (Walk.Spanning;
+//	            the chunk numbering it makes from the walks is its own scratch); writes each
+//	            splat's prepared-data gradient once (9 EWA / 16 ray).
 //	            Work: the same pairs' exponent (the hits' gradient terms are not counted).
 //	project_bwd reads N valid flags, V·(11 + 3K) parameters and V prepared-data gradients;
 //	            writes all 59·N gradients (Adam reads them densely) and V 2D-gradient norms;
@@ -186,7 +193,9 @@ func MinimalCosts(w Workload) ([]StageCost, error) {
 	if w.Gaussians < 0 || w.Visible < 0 || w.Visible > w.Gaussians || w.Entries < 0 || w.Width < 1 || w.Height < 1 ||
 		w.TileSize < 1 || w.SHDegree < 0 || w.SHDegree > splat.MaxSHDegree ||
 		w.Walk.Entries < 0 || w.Walk.Entries > int64(w.Entries) || w.Walk.Pairs < 0 ||
-		w.Walk.Splats < 0 || w.Walk.Splats > min(int64(w.Visible), w.Walk.Entries) {
+		w.Walk.Splats < 0 || w.Walk.Splats > min(int64(w.Visible), w.Walk.Entries) ||
+		w.Walk.Spanning < 0 || w.Walk.Spanning > min(w.Walk.Boundaries, int64(w.Pixels())) ||
+		w.Walk.Boundaries*chunkEntries > w.Walk.Pairs {
 		return nil, fmt.Errorf("fused: roofline: workload %+v out of range", w)
 	}
 	n, v, e := int64(w.Gaussians), int64(w.Visible), int64(w.Entries)
@@ -194,9 +203,20 @@ func MinimalCosts(w Workload) ([]StageCost, error) {
 	k := int64((w.SHDegree + 1) * (w.SHDegree + 1))
 	// The rasterizer's walk: entries read, (entry, pixel) pairs evaluated, splats read.
 	walked, pairs, touched := e, e*px/tiles, min(v, e) // not measured: everything, every pixel of the tile
+	// Chunk boundaries inside the pixels' walks and the pixels that pass one; not measured,
+	// every pixel walks a list of the mean length.
+	boundaries, spanning := int64(0), int64(0)
+	if mean := e / tiles; mean > chunkEntries {
+		boundaries, spanning = px*((mean-1)/chunkEntries), px
+	}
 	if w.Walk != (Walk{}) {
 		walked, pairs, touched = w.Walk.Entries, w.Walk.Pairs, w.Walk.Splats
+		boundaries, spanning = w.Walk.Boundaries, w.Walk.Spanning
 	}
+	// raster_fwd writes the tiles' walks and the chunk states, raster_bwd reads them (and the
+	// image of the pixels it starts from a state).
+	chunkFwd := word * (tiles + chunkWords*boundaries)
+	chunkBwd := chunkFwd + word*3*spanning
 	// The render model's sizes: words staged per splat by the rasterizer (also the words of
 	// its prepared-data gradient), per-pair and per-splat work, direction words per pixel.
 	staged, pairFlops, projFlops, projBwdFlops, rayPx := int64(rasterEWA), int64(flopsPairEWA), int64(flopsProjectEWA), int64(flopsProjectBwdEWA), int64(0)
@@ -226,9 +246,9 @@ func MinimalCosts(w Workload) ([]StageCost, error) {
 			n*flopsCull + v*(projFlops+shFlops(w.SHDegree))},
 		{engine.StageBin, word * (n + v*footprintWords + depthSortPasses*v*2*keyIDWords + e*keyIDWords), binFlops},
 		{engine.StageSort, int64(w.SortPasses())*e*2*keyIDWords*word + word*(tiles+1), 0},
-		{engine.StageRasterFwd, rasterIn + word*px*pixelOutWords, pairs * pairFlops},
+		{engine.StageRasterFwd, rasterIn + word*px*pixelOutWords + chunkFwd, pairs * pairFlops},
 		{engine.StageLoss, word * px * lossWords, lossFlops},
-		{engine.StageRasterBwd, rasterIn + word*(px*pixelBwdWords+touched*staged), pairs * pairFlops},
+		{engine.StageRasterBwd, rasterIn + word*(px*pixelBwdWords+touched*staged) + chunkBwd, pairs * pairFlops},
 		{engine.StageProjectBwd, word * projBwdWords, v * (projBwdFlops + shBwdFlops(w.SHDegree))},
 		{engine.StageAdam, word * (adamWords + updated*paramFloats*7), updated * paramFloats * flopsAdam},
 	}, nil

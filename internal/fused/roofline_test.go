@@ -29,12 +29,13 @@ func TestMinimalCosts(t *testing.T) {
 				engine.StageBin: {824, 1120},
 				// 1 pass · 20 · 16 B + 4·7.
 				engine.StageSort: {348, 0},
-				// 4·(7 + 20 + 6·9) + 4·240·5; 800·9.
-				engine.StageRasterFwd: {5124, 7200},
+				// 4·(7 + 20 + 6·9) + 4·240·5 + 4·6 tile walks (lists of 20/6 entries: no
+				// chunk boundary); 800·9.
+				engine.StageRasterFwd: {5148, 7200},
 				// 4·240·9; 240·(18 + 1224).
 				engine.StageLoss: {8640, 298080},
-				// 4·(7 + 20 + 6·9) + 4·(240·5 + 6·9).
-				engine.StageRasterBwd: {5340, 7200},
+				// 4·(7 + 20 + 6·9) + 4·(240·5 + 6·9) + 4·6.
+				engine.StageRasterBwd: {5364, 7200},
 				// 4·(10 + 6·(11+3+9) + 590 + 6); 6·(650 + 12+12+27).
 				engine.StageProjectBwd: {2976, 4206},
 				// 4·(10·59·7); 10·59·13.
@@ -52,11 +53,11 @@ func TestMinimalCosts(t *testing.T) {
 				engine.StageProject: {1032, 1866},
 				engine.StageBin:     {824, 1120},
 				engine.StageSort:    {348, 0},
-				// 4·(7 + 4 + 3·9) + 4·240·5; 300·9.
-				engine.StageRasterFwd: {4952, 2700},
+				// 4·(7 + 4 + 3·9) + 4·240·5 + 4·6; 300·9.
+				engine.StageRasterFwd: {4976, 2700},
 				engine.StageLoss:      {8640, 298080},
-				// 4·(7 + 4 + 3·9) + 4·(240·5 + 3·9).
-				engine.StageRasterBwd:  {5060, 2700},
+				// 4·(7 + 4 + 3·9) + 4·(240·5 + 3·9) + 4·6.
+				engine.StageRasterBwd:  {5084, 2700},
 				engine.StageProjectBwd: {2976, 4206},
 				engine.StageAdam:       {16520, 7670},
 			},
@@ -75,16 +76,59 @@ func TestMinimalCosts(t *testing.T) {
 				engine.StageBin: {696, 0},
 				// 1 · 4 · 16 + 4·2.
 				engine.StageSort: {72, 0},
-				// 4·(2 + 4 + 4·16 + 256·3) + 4·256·5; 1024·29.
-				engine.StageRasterFwd: {8472, 29696},
+				// 4·(2 + 4 + 4·16 + 256·3) + 4·256·5 + 4·1; 1024·29.
+				engine.StageRasterFwd: {8476, 29696},
 				// 4·256·9; 256·18.
 				engine.StageLoss: {9216, 4608},
-				// 3352 + 4·(256·5 + 4·16).
-				engine.StageRasterBwd: {8728, 29696},
+				// 3352 + 4·(256·5 + 4·16) + 4·1.
+				engine.StageRasterBwd: {8732, 29696},
 				// 4·(10 + 6·(11+48+16) + 590 + 6 + 6·7); 6·(750 + 12+192+432).
 				engine.StageProjectBwd: {4392, 8316},
 				// 4·(10 + 6·59·7); 6·59·13.
 				engine.StageAdam: {9952, 4602},
+			},
+		},
+		{
+			// Lists longer than a chunk (64 entries): N 10, V 6, E 300 in one 16-px tile of
+			// 16×16 px, box binning, no SSIM. Measured: the tile read 250 entries naming 6
+			// splats, the pixels 30000 pairs, 200 of them walking past 400 chunk boundaries.
+			name: "ewa walked chunks",
+			w: Workload{Gaussians: 10, Visible: 6, Entries: 300, Width: 16, Height: 16, TileSize: 16,
+				Walk: Walk{Entries: 250, Pairs: 30000, Splats: 6, Boundaries: 400, Spanning: 200}},
+			passes: 1,
+			want: map[string]cost{
+				engine.StageProject: {1032, 1866},
+				// 4·(10 + 60 + 4·6·2·2 + 300·2).
+				engine.StageBin: {3064, 0},
+				// 1 · 300 · 16 + 4·2.
+				engine.StageSort: {4808, 0},
+				// 4·(2 + 250 + 6·9) + 4·256·5 + 4·(1 + 4·400); 30000·9.
+				engine.StageRasterFwd: {12748, 270000},
+				// 4·256·9; 256·18.
+				engine.StageLoss: {9216, 4608},
+				// 4·(2 + 250 + 6·9) + 4·(256·5 + 6·9) + 4·(1 + 4·400 + 3·200).
+				engine.StageRasterBwd:  {15364, 270000},
+				engine.StageProjectBwd: {2976, 4206},
+				engine.StageAdam:       {16520, 7670},
+			},
+		},
+		{
+			// The same step unmeasured: every pixel walks the whole list of 300 entries, past
+			// ⌊299/64⌋ = 4 boundaries: 1024 in all, 256 pixels passing one; 76800 pairs.
+			name:   "ewa chunks unmeasured",
+			w:      Workload{Gaussians: 10, Visible: 6, Entries: 300, Width: 16, Height: 16, TileSize: 16},
+			passes: 1,
+			want: map[string]cost{
+				engine.StageProject: {1032, 1866},
+				engine.StageBin:     {3064, 0},
+				engine.StageSort:    {4808, 0},
+				// 4·(2 + 300 + 6·9) + 4·256·5 + 4·(1 + 4·1024); 76800·9.
+				engine.StageRasterFwd: {22932, 691200},
+				engine.StageLoss:      {9216, 4608},
+				// 4·(2 + 300 + 6·9) + 4·(256·5 + 6·9) + 4·(1 + 4·1024 + 3·256).
+				engine.StageRasterBwd:  {26220, 691200},
+				engine.StageProjectBwd: {2976, 4206},
+				engine.StageAdam:       {16520, 7670},
 			},
 		},
 	}
@@ -136,6 +180,13 @@ func TestMinimalCostsRejects(t *testing.T) {
 		"negative count":  func(w *Workload) { w.Entries = -1 },
 		"walk past lists": func(w *Workload) { w.Walk = Walk{Entries: 21, Pairs: 21, Splats: 6} },
 		"walk's splats":   func(w *Workload) { w.Walk = Walk{Entries: 4, Pairs: 4, Splats: 5} },
+		"boundaries past the pairs": func(w *Workload) {
+			w.Walk = Walk{Entries: 20, Pairs: 127, Splats: 6, Boundaries: 2, Spanning: 1}
+		},
+		"spanning without a boundary": func(w *Workload) { w.Walk = Walk{Entries: 20, Pairs: 100, Splats: 6, Spanning: 1} },
+		"spanning past the pixels": func(w *Workload) {
+			w.Walk = Walk{Entries: 20, Pairs: 64 * 300, Splats: 6, Boundaries: 300, Spanning: 241}
+		},
 	} {
 		w := ok
 		edit(&w)

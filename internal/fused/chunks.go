@@ -1,0 +1,52 @@
+package fused
+
+import (
+	"fmt"
+
+	"github.com/rlxsplat/rlxsplat/internal/gpu"
+)
+
+// chunkEntries is CHUNK of shaders/raster.h: the tile-list entries one raster_bwd block walks
+// (TestChunkEntriesMatchesShaders keeps the two equal). The chunks of a tile are those of its
+// walk: ⌈w/chunkEntries⌉ for a longest pixel count w, at most ⌈L/chunkEntries⌉ for a list of L.
+const chunkEntries = 64
+
+// bwdMaxBlocks caps raster_bwd's grid; its blocks stride over the chunks. The chunk count is
+// on the device, so the grid is sized for the most the lists' capacity allows, and a block
+// past the count only leaves: uncapped, views that saturate early (a resampled scene walks
+// ~1% of its lists: NOTES.md, session 5) would launch tens of thousands of such blocks. The
+// trained bonsai scene's bound is ~15k (0.83M entries of capacity / 64 + 1700 tiles), so it
+// still gets a block per chunk. A variable so that a test can make blocks take several chunks.
+var bwdMaxBlocks = 16384
+
+// chunkStateFloats is the floats of one chunk's state slot (raster.h, chunk_state): T and the
+// front colour r, g, b for every pixel of a tile.
+func (e *Engine) chunkStateFloats() int {
+	ts := e.set.TileSize
+	return 4 * ts * ts
+}
+
+// maxChunks bounds the chunks (and the state slots, raster.h's chunk_slot) of lists of up to
+// listCap entries over tiles tiles: Σ⌈Lₜ/C⌉ ≤ Σ(⌊Lₜ/C⌋ + 1) ≤ ⌊listCap/C⌋ + tiles.
+func maxChunks(listCap, tiles int) int { return listCap/chunkEntries + tiles }
+
+// ensureChunks sizes the chunk buffers for the current list and tile capacities: tileWalk
+// [tileCap] u32, chunkStart [tileCap] u32 (tiles+1 words), chunkTile [maxChunks] u32 and
+// chunkState [maxChunks, 4, tileSize²] f32. growLists and growPixels call it when either
+// capacity grows.
+func (e *Engine) ensureChunks() error {
+	n := maxChunks(e.listCap, e.tileCap) // ensure keeps buffers that are large enough
+	for _, b := range []*gpu.Buffer{&e.tileWalk, &e.chunkStart} {
+		if err := e.ensure(b, max(e.tileCap, 1)*4); err != nil {
+			return fmt.Errorf("fused: chunk counts for %d tiles: %w", e.tileCap, err)
+		}
+	}
+	if err := e.ensure(&e.chunkTile, n*4); err != nil {
+		return fmt.Errorf("fused: chunk table of %d chunks: %w", n, err)
+	}
+	if err := e.ensure(&e.chunkState, n*e.chunkStateFloats()*4); err != nil {
+		return fmt.Errorf("fused: chunk states of %d chunks (%d list entries, %d tiles): %w", n, e.listCap, e.tileCap, err)
+	}
+	e.chunkCap = n
+	return nil
+}

@@ -1,0 +1,303 @@
+package fused
+
+import (
+	"io/fs"
+	"math"
+	"math/rand/v2"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/rlxsplat/rlxsplat/internal/check"
+	"github.com/rlxsplat/rlxsplat/internal/engine"
+	"github.com/rlxsplat/rlxsplat/internal/engine/cpu"
+	"github.com/rlxsplat/rlxsplat/internal/gpu"
+	"github.com/rlxsplat/rlxsplat/internal/loss"
+	"github.com/rlxsplat/rlxsplat/internal/prep"
+	"github.com/rlxsplat/rlxsplat/internal/splat"
+	"github.com/rlxsplat/rlxsplat/shaders"
+)
+
+// seedChunks draws the scenes of the chunked-backward tests.
+const seedChunks = 17
+
+// TestChunkEntriesMatchesShaders keeps chunkEntries equal to raster.h's CHUNK: the host sizes
+// the chunk buffers and raster_bwd's grid by one, the kernels index them by the other.
+func TestChunkEntriesMatchesShaders(t *testing.T) {
+	src, err := fs.ReadFile(shaders.Sources(), "raster.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^#define CHUNK (\d+)u?\b`).FindSubmatch(src)
+	if m == nil {
+		t.Fatal("raster.h defines no CHUNK")
+	}
+	if c, _ := strconv.Atoi(string(m[1])); c != chunkEntries {
+		t.Errorf("raster.h: CHUNK %d, chunkEntries %d", c, chunkEntries)
+	}
+	if 256%chunkEntries != 0 || chunkEntries&(chunkEntries-1) != 0 {
+		t.Errorf("chunkEntries %d: want a power of two dividing raster.h's BATCH (256)", chunkEntries)
+	}
+}
+
+func TestMaxChunks(t *testing.T) {
+	// Lists of 0, 1, 64, 65 and 130 entries: 0 + 1 + 1 + 2 + 3 = 7 chunks ≤ 260/64 + 5 = 9.
+	lens := []int{0, 1, chunkEntries, chunkEntries + 1, 2*chunkEntries + 2}
+	total, chunks := 0, 0
+	for _, l := range lens {
+		total += l
+		chunks += (l + chunkEntries - 1) / chunkEntries
+	}
+	if m := maxChunks(total, len(lens)); chunks > m {
+		t.Errorf("%d chunks, bound %d", chunks, m)
+	}
+}
+
+// denseScene is n faint, overlapping splats in front of a w×h camera: the tile lists run to
+// several chunks and the pixels' walks end anywhere in them (faint splats leave T far above
+// the termination threshold, so the last contributor is deep in the list).
+func denseScene(seed uint64, n, w, h int) (*splat.Gaussians, *engine.View) {
+	rng := rand.New(rand.NewPCG(seedChunks, seed))
+	g := randomScene(rng, n, 0.07)
+	for i := range g.OpacityLogits {
+		g.OpacityLogits[i] = float32(-3 + 0.6*rng.NormFloat64())
+	}
+	for i := range g.LogScales { // no huge splats: they would end every walk at the list's end
+		g.LogScales[i] = min(g.LogScales[i], float32(math.Log(0.15)))
+	}
+	for i := range g.Means {
+		g.Means[i] *= 0.7
+	}
+	cam := lookAt([3]float64{0.3, -0.9, -3.2}, w, h)
+	return g, &engine.View{Index: int(seed), Camera: cam, Target: randomImage(rand.New(rand.NewPCG(seedTarget, seed)), w, h)}
+}
+
+// cpuWalk runs the CPU forward and reports the longest tile list, the longest pixel walk,
+// how many pixels walk past a chunk boundary, how many of those end inside a chunk (not at
+// its last entry), and in how many distinct chunks the walks end.
+func cpuWalk(t *testing.T, set engine.Settings, g *splat.Gaussians, v *engine.View, o engine.StepOptions) (longestList, longestWalk, crossing, midChunk, endChunks int) {
+	t.Helper()
+	pipe := cpu.NewPipeline[float32](set)
+	if err := pipe.Forward(&v.Camera, g, o.SHDegree, o.Background); err != nil {
+		t.Fatal(err)
+	}
+	off := pipe.Lists.Offsets
+	for i := 0; i+1 < len(off); i++ {
+		longestList = max(longestList, int(off[i+1]-off[i]))
+	}
+	ends := map[int32]bool{}
+	for _, c := range pipe.Fwd.Count {
+		longestWalk = max(longestWalk, int(c))
+		if c > 0 {
+			ends[(c-1)/chunkEntries] = true
+		}
+		if c > chunkEntries {
+			crossing++
+			if c%chunkEntries != 0 {
+				midChunk++
+			}
+		}
+	}
+	return longestList, longestWalk, crossing, midChunk, len(ends)
+}
+
+// TestChunkedBackward checks raster_bwd's chunks against the CPU engine on lists of several
+// chunks whose pixels' walks end mid-chunk, in both render models, with and without the
+// max_splat_steps cap: every stage through Compare, then a step whose chunk buffers hold
+// poison beforehand (NaN states, out-of-range tables), so that a state the forward failed to
+// store, or a chunk mapped to the wrong tile, shows in the gradients.
+func TestChunkedBackward(t *testing.T) {
+	// 3×2 tiles, the right-hand column 8 pixels wide: small enough for the emulator, and the
+	// same scene on a GPU, whose walks the coverage check below was tuned on.
+	dev, _ := testDevice(t)
+	n, w, h := 1500, 40, 32
+	for i, c := range []struct {
+		name      string
+		model     prep.Model
+		maxSteps  int
+		bg        [3]float32
+		maxBlocks int // raster_bwd's grid cap (bwdMaxBlocks); 0 keeps it
+	}{
+		{"ewa", prep.EWA, 0, [3]float32{0.2, 0.5, 0.9}, 0},
+		{"ewa/cap", prep.EWA, 90, [3]float32{}, 0},
+		{"ray", prep.Ray, 0, [3]float32{1, 1, 1}, 0},
+		{"ray/7-blocks", prep.Ray, 0, [3]float32{}, 7}, // each block strides over many chunks
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.maxBlocks > 0 {
+				defer func(b int) { bwdMaxBlocks = b }(bwdMaxBlocks)
+				bwdMaxBlocks = c.maxBlocks
+			}
+			g, v := denseScene(uint64(i), n, w, h)
+			set := engine.DefaultSettings()
+			set.Render, set.Loss, set.MaxSplatSteps, set.Workers = c.model, loss.L1SSIM, c.maxSteps, 2
+			o := engine.StepOptions{SHDegree: 1, LR: testLR(), Background: c.bg, AccumulateStats: true, WantImage: true}
+			list, walk, crossing, mid, ends := cpuWalk(t, set, g, v, o)
+			t.Logf("longest list %d entries, longest walk %d; %d pixels walk past a chunk boundary, %d of them end mid-chunk; the walks end in %d distinct chunks",
+				list, walk, crossing, mid, ends)
+			if list <= 4*chunkEntries || walk <= 3*chunkEntries || mid == 0 || ends < 3 {
+				t.Fatalf("the scene does not exercise the chunks: want a list of more than %d entries, a walk of more than %d, walks past a boundary ending mid-chunk, and walks ending in at least 3 chunks", 4*chunkEntries, 3*chunkEntries)
+			}
+			rows, err := compare(dev, set, g, v, o, compareOpts{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			worst := 0.0
+			for _, r := range rows {
+				if !r.Pass {
+					t.Errorf("%s: max abs %.3g, rel %.3g, cosine %.8f, tol %g: %s", r.Name, r.MaxAbs, r.RelErr, r.Cosine, r.Tol, r.Note)
+				}
+				if r.Tol == TolGrad {
+					worst = max(worst, r.RelErr)
+				}
+			}
+			t.Logf("worst gradient relative L2 error %.3g (tolerance %g)", worst, TolGrad)
+			checkPoisonedChunks(t, dev, set, g, v, o)
+		})
+	}
+}
+
+// TestShortLists checks the backward where every tile's list is shorter than one chunk (a
+// block per non-empty tile, no chunk state read), in both render models.
+func TestShortLists(t *testing.T) {
+	dev, _ := testDevice(t)
+	for i, m := range []prep.Model{prep.EWA, prep.Ray} {
+		t.Run(m.String(), func(t *testing.T) {
+			g, v := RandomScene(uint64(40+i), 40, 48, 40)
+			set := engine.DefaultSettings()
+			set.Render, set.Workers = m, 2
+			o := engine.StepOptions{SHDegree: 2, LR: testLR(), AccumulateStats: true, WantImage: true}
+			list, walk, _, _, _ := cpuWalk(t, set, g, v, o)
+			if list == 0 || list >= chunkEntries || walk == 0 {
+				t.Fatalf("longest list %d entries, longest walk %d: want lists shorter than one chunk (%d), not all empty", list, walk, chunkEntries)
+			}
+			checkStep(t, dev, set, g, v, o, false)
+			checkPoisonedChunks(t, dev, set, g, v, o)
+		})
+	}
+}
+
+// checkPoisonedChunks runs one step on a fresh engine whose chunk buffers are filled with
+// 0xFF bytes first (NaN states, chunk starts and tiles of 2³²−1), then checks tile_chunks'
+// tables against the tile offsets and the prepared-data gradients against the CPU pipeline.
+func checkPoisonedChunks(t *testing.T, dev gpu.Device, set engine.Settings, g *splat.Gaussians, v *engine.View, o engine.StepOptions) {
+	t.Helper()
+	pipe := cpu.NewPipeline[float32](set)
+	if err := pipe.Forward(&v.Camera, g, o.SHDegree, o.Background); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pipe.Loss(v.Target); err != nil {
+		t.Fatal(err)
+	}
+	if err := pipe.Backward(g); err != nil {
+		t.Fatal(err)
+	}
+	fe, err := newOnDevice(dev, set, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fe.Close()
+	cam := &v.Camera
+	if err := fe.growPixels(cam.Width, cam.Height); err != nil {
+		t.Fatal(err)
+	}
+	if err := fe.growLists(len(pipe.Lists.IDs)); err != nil {
+		t.Fatal(err)
+	}
+	// Chunk states for exactly the slots these lists can use (raster.h, chunk_slot), so that on
+	// the emulator a slot past the bound faults on the guard page after the buffer.
+	tiles := len(pipe.Lists.Offsets) - 1
+	old := fe.chunkState.Size()
+	if err := fe.dev.Free(fe.chunkState); err != nil {
+		t.Fatal(err)
+	}
+	fe.chunkState, fe.devBytes = nil, fe.devBytes-int64(old)
+	if err := fe.ensure(&fe.chunkState, maxChunks(len(pipe.Lists.IDs), tiles)*fe.chunkStateFloats()*4); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []gpu.Buffer{fe.tileWalk, fe.chunkStart, fe.chunkTile, fe.chunkState} {
+		if err := fe.dev.Memset(b, 0, b.Size(), 0xFF); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := fe.Step(v, o); err != nil {
+		t.Fatal(err)
+	}
+
+	// The roofline's chunk counts, from the device's per-pixel counts.
+	wk, err := fe.RasterWalk()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var boundaries, spanning int64
+	for _, c := range pipe.Fwd.Count {
+		if c > 0 {
+			boundaries += int64((c - 1) / chunkEntries)
+		}
+		if c > chunkEntries {
+			spanning++
+		}
+	}
+	if wk.Boundaries != boundaries || wk.Spanning != spanning {
+		t.Errorf("walk %+v: want %d boundaries, %d pixels spanning one", wk, boundaries, spanning)
+	}
+
+	// Each tile's walk (its longest count) and chunks: ⌈walk/chunkEntries⌉ of them, numbered in
+	// tile order.
+	w, ts := v.Camera.Width, set.TileSize
+	tilesX := (w + ts - 1) / ts
+	want := make([]uint32, tiles)
+	for i, c := range pipe.Fwd.Count {
+		tile := (i/w/ts)*tilesX + i%w/ts
+		want[tile] = max(want[tile], uint32(c))
+	}
+	walks := dl[uint32](t, fe, fe.tileWalk, tiles)
+	starts := dl[uint32](t, fe, fe.chunkStart, tiles+1)
+	if int(starts[tiles]) > maxChunks(len(pipe.Lists.IDs), tiles) {
+		t.Fatalf("%d chunks, more than the bound %d", starts[tiles], maxChunks(len(pipe.Lists.IDs), tiles))
+	}
+	owner := dl[uint32](t, fe, fe.chunkTile, int(starts[tiles]))
+	next := uint32(0)
+	for tile := 0; tile < tiles; tile++ {
+		if walks[tile] != want[tile] {
+			t.Fatalf("tile %d: walk %d, want %d", tile, walks[tile], want[tile])
+		}
+		nc := (want[tile] + chunkEntries - 1) / chunkEntries
+		if starts[tile] != next {
+			t.Fatalf("tile %d (walk %d): first chunk %d, want %d", tile, want[tile], starts[tile], next)
+		}
+		for c := next; c < next+nc; c++ {
+			if owner[c] != uint32(tile) {
+				t.Fatalf("chunk %d: tile %d, want %d", c, owner[c], tile)
+			}
+		}
+		next += nc
+	}
+	if starts[tiles] != next {
+		t.Fatalf("%d chunks in all, want %d", starts[tiles], next)
+	}
+
+	n := g.Len()
+	type field struct {
+		name       string
+		off, width int
+		want       []float32
+	}
+	fields := []field{{"d color", pgColor, 3, pipe.PG.Color}, {"d opacity", pgOpacity, 1, pipe.PG.Opacity}}
+	if set.Render == prep.Ray {
+		fields = append(fields, field{"d rayU", pgRayU, 3, pipe.PG.RayU}, field{"d rayA", pgRayA, 9, pipe.PG.RayA})
+	} else {
+		fields = append(fields, field{"d mean2d", pgMean2D, 2, pipe.PG.Mean2D}, field{"d conic", pgConic, 3, pipe.PG.Conic})
+	}
+	for _, f := range fields {
+		got := dlAt(t, fe, fe.pg, f.off*fe.capN, n*f.width)
+		for i, x := range got {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				t.Fatalf("poisoned chunks: %s[%d] = %v", f.name, i, x)
+			}
+		}
+		if rel, cos := check.RelErr(got, f.want), check.Cosine(got, f.want); !(rel <= TolGrad && cos >= TolCosine) {
+			t.Errorf("poisoned chunks: %s: relative L2 error %.3g, cosine %.8f", f.name, rel, cos)
+		}
+	}
+}
