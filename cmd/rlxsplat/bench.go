@@ -351,11 +351,13 @@ func printRoofline(s *streams, rl *benchRoofline) {
 // medianWalk is the median of each of the walks' fields (each no larger than the median
 // step's entries and visible count, since every walk's are no larger than its step's).
 func medianWalk(walks []fused.Walk) fused.Walk {
-	var e, p, s []float64
+	var e, p, s, b, sp []float64
 	for _, w := range walks {
 		e, p, s = append(e, float64(w.Entries)), append(p, float64(w.Pairs)), append(s, float64(w.Splats))
+		b, sp = append(b, float64(w.Boundaries)), append(sp, float64(w.Spanning))
 	}
-	return fused.Walk{Entries: int64(median(e)), Pairs: int64(median(p)), Splats: int64(median(s))}
+	return fused.Walk{Entries: int64(median(e)), Pairs: int64(median(p)), Splats: int64(median(s)),
+		Boundaries: int64(median(b)), Spanning: int64(median(sp))}
 }
 
 func median(v []float64) float64 {

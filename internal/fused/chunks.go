@@ -11,13 +11,14 @@ import (
 // walk: ⌈w/chunkEntries⌉ for a longest pixel count w, at most ⌈L/chunkEntries⌉ for a list of L.
 const chunkEntries = 64
 
-// bwdMaxBlocks caps raster_bwd's grid; its blocks stride over the chunks. The chunk count is
+// defaultBwdMaxBlocks caps raster_bwd's grid (Engine.bwdMaxBlocks); its blocks stride over the chunks. The chunk count is
 // on the device, so the grid is sized for the most the lists' capacity allows, and a block
 // past the count only leaves: uncapped, views that saturate early (a resampled scene walks
 // ~1% of its lists: NOTES.md, session 5) would launch tens of thousands of such blocks. The
 // trained bonsai scene's bound is ~15k (0.83M entries of capacity / 64 + 1700 tiles), so it
-// still gets a block per chunk. A variable so that a test can make blocks take several chunks.
-var bwdMaxBlocks = 16384
+// still gets a block per chunk. An engine field, so that a test can make blocks take several
+// chunks.
+const defaultBwdMaxBlocks = 16384
 
 // chunkStateFloats is the floats of one chunk's state slot (raster.h, chunk_state): T and the
 // front colour r, g, b for every pixel of a tile.
@@ -47,6 +48,7 @@ func (e *Engine) ensureChunks() error {
 	if err := e.ensure(&e.chunkState, n*e.chunkStateFloats()*4); err != nil {
 		return fmt.Errorf("fused: chunk states of %d chunks (%d list entries, %d tiles): %w", n, e.listCap, e.tileCap, err)
 	}
-	e.chunkCap = n
+	// What the buffers hold, which ensure may have kept larger than n.
+	e.chunkCap = min(e.chunkTile.Size()/4, e.chunkState.Size()/(4*e.chunkStateFloats()))
 	return nil
 }

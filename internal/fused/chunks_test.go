@@ -116,7 +116,7 @@ func TestChunkedBackward(t *testing.T) {
 		model     prep.Model
 		maxSteps  int
 		bg        [3]float32
-		maxBlocks int // raster_bwd's grid cap (bwdMaxBlocks); 0 keeps it
+		maxBlocks int // raster_bwd's grid cap (Engine.bwdMaxBlocks); 0 keeps it
 	}{
 		{"ewa", prep.EWA, 0, [3]float32{0.2, 0.5, 0.9}, 0},
 		{"ewa/cap", prep.EWA, 90, [3]float32{}, 0},
@@ -124,10 +124,6 @@ func TestChunkedBackward(t *testing.T) {
 		{"ray/7-blocks", prep.Ray, 0, [3]float32{}, 7}, // each block strides over many chunks
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if c.maxBlocks > 0 {
-				defer func(b int) { bwdMaxBlocks = b }(bwdMaxBlocks)
-				bwdMaxBlocks = c.maxBlocks
-			}
 			g, v := denseScene(uint64(i), n, w, h)
 			set := engine.DefaultSettings()
 			set.Render, set.Loss, set.MaxSplatSteps, set.Workers = c.model, loss.L1SSIM, c.maxSteps, 2
@@ -138,7 +134,7 @@ func TestChunkedBackward(t *testing.T) {
 			if list <= 4*chunkEntries || walk <= 3*chunkEntries || mid == 0 || ends < 3 {
 				t.Fatalf("the scene does not exercise the chunks: want a list of more than %d entries, a walk of more than %d, walks past a boundary ending mid-chunk, and walks ending in at least 3 chunks", 4*chunkEntries, 3*chunkEntries)
 			}
-			rows, err := compare(dev, set, g, v, o, compareOpts{})
+			rows, err := compare(dev, set, g, v, o, compareOpts{bwdMaxBlocks: c.maxBlocks})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -152,7 +148,7 @@ func TestChunkedBackward(t *testing.T) {
 				}
 			}
 			t.Logf("worst gradient relative L2 error %.3g (tolerance %g)", worst, TolGrad)
-			checkPoisonedChunks(t, dev, set, g, v, o)
+			checkPoisonedChunks(t, dev, set, g, v, o, c.maxBlocks)
 		})
 	}
 }
@@ -172,7 +168,7 @@ func TestShortLists(t *testing.T) {
 				t.Fatalf("longest list %d entries, longest walk %d: want lists shorter than one chunk (%d), not all empty", list, walk, chunkEntries)
 			}
 			checkStep(t, dev, set, g, v, o, false)
-			checkPoisonedChunks(t, dev, set, g, v, o)
+			checkPoisonedChunks(t, dev, set, g, v, o, 0)
 		})
 	}
 }
@@ -180,7 +176,7 @@ func TestShortLists(t *testing.T) {
 // checkPoisonedChunks runs one step on a fresh engine whose chunk buffers are filled with
 // 0xFF bytes first (NaN states, chunk starts and tiles of 2³²−1), then checks tile_chunks'
 // tables against the tile offsets and the prepared-data gradients against the CPU pipeline.
-func checkPoisonedChunks(t *testing.T, dev gpu.Device, set engine.Settings, g *splat.Gaussians, v *engine.View, o engine.StepOptions) {
+func checkPoisonedChunks(t *testing.T, dev gpu.Device, set engine.Settings, g *splat.Gaussians, v *engine.View, o engine.StepOptions, maxBlocks int) {
 	t.Helper()
 	pipe := cpu.NewPipeline[float32](set)
 	if err := pipe.Forward(&v.Camera, g, o.SHDegree, o.Background); err != nil {
@@ -197,6 +193,9 @@ func checkPoisonedChunks(t *testing.T, dev gpu.Device, set engine.Settings, g *s
 		t.Fatal(err)
 	}
 	defer fe.Close()
+	if maxBlocks > 0 {
+		fe.bwdMaxBlocks = maxBlocks
+	}
 	cam := &v.Camera
 	if err := fe.growPixels(cam.Width, cam.Height); err != nil {
 		t.Fatal(err)

@@ -42,7 +42,8 @@ type CompareRow struct {
 
 // compareOpts are the test-only variations of Compare.
 type compareOpts struct {
-	overflow bool // start with tiny tile lists, so that the step must grow them and run again
+	overflow     bool // start with tiny tile lists, so that the step must grow them and run again
+	bwdMaxBlocks int  // raster_bwd's grid cap, when not 0 (a few blocks stride over many chunks)
 }
 
 // Compare runs one training step of the CPU engine and of the fused engine on dev from the
@@ -135,6 +136,9 @@ func compare(dev gpu.Device, set engine.Settings, g *splat.Gaussians, v *engine.
 		return nil, fmt.Errorf("fused: compare: %w", err)
 	}
 	defer fe.Close()
+	if co.bwdMaxBlocks > 0 {
+		fe.bwdMaxBlocks = co.bwdMaxBlocks
+	}
 	r := &rows{e: fe}
 
 	// Render first: it must equal the CPU forward (and it exercises the forward-only path).
@@ -486,7 +490,7 @@ func (e *Engine) poison() error {
 		e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.counts, e.visFlags, e.depthKeys, e.order, e.depthKeysTmp, e.orderTmp, e.ranked, e.rankOf,
 		e.hitMask, e.keys, e.ids, e.keysTmp, e.idsTmp,
 		e.hist, e.tileOffsets, e.image, e.finalT, e.count, e.dImage, e.rays, e.hq, e.dmap, e.hd,
-		e.partAbs, e.partSq, e.partSSIM} {
+		e.partAbs, e.partSq, e.partSSIM, e.tileWalk, e.chunkStart, e.chunkTile, e.chunkState} {
 		if b == nil {
 			continue
 		}

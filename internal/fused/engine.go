@@ -71,6 +71,7 @@ type Engine struct {
 	// chunk; room for chunkCap chunks.
 	tileWalk, chunkStart, chunkTile, chunkState gpu.Buffer
 	chunkCap                                    int
+	bwdMaxBlocks                                int // raster_bwd's grid cap (chunks.go)
 
 	// Per pixel, for images of up to pxCap pixels.
 	pxCap                                            int
@@ -177,7 +178,7 @@ func newOnDevice(dev gpu.Device, set engine.Settings, g *splat.Gaussians) (*Engi
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{set: set, dev: dev, k: k, targets: map[int]*target{}, bigArea: defaultBigArea}
+	e := &Engine{set: set, dev: dev, k: k, targets: map[int]*target{}, bigArea: defaultBigArea, bwdMaxBlocks: defaultBwdMaxBlocks}
 	if err := e.setup(); err != nil {
 		e.release()
 		return nil, err

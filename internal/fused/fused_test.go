@@ -466,6 +466,11 @@ func TestPipelinedStepsMatchSteps(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				// Every buffer sized for 1024 entries (growLists' least) before tight() plays with
+				// the capacity the kernels see.
+				if err := fe.growPixels(w, h); err != nil {
+					t.Fatal(err)
+				}
 				if err := fe.growLists(16); err != nil {
 					t.Fatal(err)
 				}

@@ -15,7 +15,7 @@ func (e *Engine) pgAt(off int) gpu.Arg { return gpu.PtrAt(e.pg, off*e.capN*4) }
 // raster_bwd_chunks numbers the tiles' chunks of chunkEntries entries from the forward's
 // walks, then the entry point for the engine's render model walks them, a block per chunk.
 // The chunks' number is on the device, so the grid is the most the lists' capacity allows
-// (capped at bwdMaxBlocks, the blocks striding over the chunks) and blocks past it exit at
+// (capped at e.bwdMaxBlocks, the blocks striding over the chunks) and blocks past it exit at
 // once.
 func (e *Engine) rasterBwd(cam *camera.Camera, bg [3]float32, tiles int) error {
 	if err := e.dev.Memset(e.pg, 0, pgFloats*e.capN*4, 0); err != nil {
@@ -32,7 +32,7 @@ func (e *Engine) rasterBwd(cam *camera.Camera, bg [3]float32, tiles int) error {
 	if e.set.Render == prep.Ray {
 		k = e.k.rasterBwdRay
 	}
-	blocks := min(maxChunks(e.listCap, tiles), bwdMaxBlocks)
+	blocks := min(maxChunks(e.listCap, tiles), e.bwdMaxBlocks)
 	return e.dev.Launch(k, gpu.Dim3{uint32(blocks)}, e.tileThreads(), 0,
 		gpu.Bytes(rasterBytes(cam, &e.set, bg)), gpu.Ptr(e.readoutBuf), gpu.U32(uint32(tiles)), gpu.Ptr(e.tileOffsets),
 		gpu.Ptr(e.sortedIDs), gpu.Ptr(e.opacity), gpu.Ptr(e.color), gpu.Ptr(e.mean2d), gpu.Ptr(e.conic),
