@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"text/tabwriter"
 	"time"
@@ -32,6 +33,7 @@ type benchOptions struct {
 	json      bool
 	profile   string
 	roofline  bool
+	kernels   bool
 }
 
 func newBenchCmd(s *streams, runF func(*benchOptions, *config.Config) error) *cobra.Command {
@@ -86,6 +88,7 @@ reaches less than a quarter of both).`,
 	fs.BoolVar(&o.json, "json", false, "print the result as JSON")
 	fs.StringVar(&o.profile, "cpuprofile", "", "write a Go CPU profile of the timed steps to this file")
 	fs.BoolVar(&o.roofline, "roofline", false, "GPU engines: measure the device's copy bandwidth and FP32 rate and place each stage under them")
+	fs.BoolVar(&o.kernels, "kernels", false, "GPU engines: time every kernel launch of the step too (as many steps again, an event pair around each launch)")
 	return cmd
 }
 
@@ -109,6 +112,14 @@ type benchResult struct {
 	// left out for the CPU engine).
 	PeakDeviceBytes int64          `json:"peak_device_bytes,omitempty"`
 	Roofline        *benchRoofline `json:"roofline,omitempty"`
+	// --kernels: each launch of the step in order, its median device time.
+	Launches []benchLaunch `json:"launches,omitempty"`
+}
+
+type benchLaunch struct {
+	Index  int     `json:"index"`
+	Kernel string  `json:"kernel"`
+	Ms     float64 `json:"ms_median"`
 }
 
 // benchRoofline is --roofline's report: the measured ceilings, the step's size as the traffic
@@ -239,6 +250,11 @@ func runBench(o *benchOptions, c *config.Config, s *streams) error {
 		}
 		r.GraphDeviceMs, r.GraphWallMs = median(dev), median(wall) // 0 without graphs
 	}
+	if o.kernels && onGPU {
+		if r.Launches, err = timeLaunches(fe, o.steps, step); err != nil {
+			return err
+		}
+	}
 	for k, v := range stages {
 		r.StageMs[k] = median(v)
 	}
@@ -284,6 +300,9 @@ func runBench(o *benchOptions, c *config.Config, s *streams) error {
 	}
 	if r.Roofline != nil {
 		printRoofline(s, r.Roofline)
+	}
+	if len(r.Launches) > 0 {
+		printLaunches(s, r.Launches)
 	}
 	return nil
 }
@@ -346,6 +365,58 @@ func printRoofline(s *streams, rl *benchRoofline) {
 	}
 	tw.Flush()
 	fmt.Fprintln(s.Out, "MIN MB and MIN GFLOP are lower bounds (internal/fused/roofline.go); GB/s and GFLOP/s are those over the stage's time.")
+}
+
+// timeLaunches runs steps more steps launch by launch with every launch timed and returns the
+// median time of each launch. A step whose launches differ from the first's in number or
+// kernels (a rerun after a list overflow) is left out.
+func timeLaunches(fe *fused.Engine, steps int, step func(int) (engine.StepResult, error)) ([]benchLaunch, error) {
+	fe.SetGraphs(false)
+	if err := fe.TimeLaunches(true); err != nil {
+		return nil, err
+	}
+	defer fe.TimeLaunches(false)
+	var first []fused.LaunchTime
+	var ms [][]float64
+	for i := 0; i < steps; i++ {
+		if _, err := step(i); err != nil {
+			return nil, err
+		}
+		lt, err := fe.LaunchTimes()
+		if err != nil {
+			return nil, err
+		}
+		if first == nil {
+			first, ms = lt, make([][]float64, len(lt))
+		}
+		if !slices.EqualFunc(lt, first, func(a, b fused.LaunchTime) bool { return a.Kernel == b.Kernel }) {
+			continue
+		}
+		for j := range lt {
+			ms[j] = append(ms[j], float64(lt[j].Ms))
+		}
+	}
+	out := make([]benchLaunch, len(first))
+	for j, l := range first {
+		out[j] = benchLaunch{Index: l.Index, Kernel: l.Kernel, Ms: median(ms[j])}
+	}
+	return out, nil
+}
+
+// printLaunches lists the step's launches in order, each with its median time and its share
+// of their sum.
+func printLaunches(s *streams, ls []benchLaunch) {
+	var sum float64
+	for _, l := range ls {
+		sum += l.Ms
+	}
+	fmt.Fprintf(s.Out, "\nkernel launches (each timed alone, an event pair around it; sum %.2f ms):\n", sum)
+	tw := tabwriter.NewWriter(s.Out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "#\tKERNEL\tMS\tSHARE\t")
+	for _, l := range ls {
+		fmt.Fprintf(tw, "%d\t%s\t%.3f\t%.1f%%\t\n", l.Index, l.Kernel, l.Ms, 100*l.Ms/sum)
+	}
+	tw.Flush()
 }
 
 // medianWalk is the median of each of the walks' fields (each no larger than the median

@@ -748,9 +748,9 @@ func (e *Engine) Close() error {
 	if e.dev == nil {
 		return nil
 	}
-	var err error
+	err := e.TimeLaunches(false)
 	if len(e.queue) > 0 { // steps never collected: let them end before their buffers go
-		err = e.dev.Sync()
+		err = errors.Join(err, e.dev.Sync())
 		e.queue = nil
 	}
 	err = errors.Join(err, e.release())
