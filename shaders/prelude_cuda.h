@@ -102,4 +102,5 @@ DEVICE u32 atom_add_u32(GPTR u32* p, u32 v) { return atomicAdd(p, v); }
 DEVICE u32 atom_max_u32(GPTR u32* p, u32 v) { return atomicMax(p, v); }
 // Shared-memory atomics (a separate address space on Metal).
 DEVICE u32 shared_add_u32(u32* p, u32 v) { return atomicAdd(p, v); }
+DEVICE float shared_add_f32(float* p, float v) { return atomicAdd(p, v); }
 DEVICE u32 shared_max_u32(u32* p, u32 v) { return atomicMax(p, v); }

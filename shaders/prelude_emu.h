@@ -303,4 +303,5 @@ DEVICE u32 atom_max_u32(u32* p, u32 v)
     return o;
 }
 DEVICE u32 shared_add_u32(u32* p, u32 v) { return atom_add_u32(p, v); }
+DEVICE float shared_add_f32(float* p, float v) { return atom_add_f32(p, v); }
 DEVICE u32 shared_max_u32(u32* p, u32 v) { return atom_max_u32(p, v); }

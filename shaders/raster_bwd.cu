@@ -34,9 +34,12 @@
 //   nothing. For each splat, a warp with any hit sums its lanes' contributions, 16 values a
 //   lane (EWA's 9 padded with zeros), with one transposing butterfly (warp_sum16_spread: 16 shuffles, where summing each
 //   value on its own took 5 a value), which leaves value i's warp sum in lanes 2i and 2i+1; the
-//   even lanes of the values in use then add them to the splat's gradients with one atomic
-//   each, all in the same instruction. The atomics' order, and so the last bits, vary from
-//   run to run.
+//   even lanes of the values in use then add them to the chunk's sums in shared memory, one
+//   shared atomic each, all in the same instruction. Once the chunk is walked, the block adds
+//   each splat's non-zero sums to its gradients: one global atomic per value and chunk, where
+//   every warp that hit the splat used to add its own (the scenes whose few large splats
+//   cover the whole image sent all the tiles' warps to the same words). The atomics' order,
+//   and so the last bits, vary from run to run.
 //   finalT [H*W] f32, count [H*W] u32, image [H*W,3] f32, tileWalk [tiles] u32, chunkState
 //   [slots,4,tileSize²] f32 (raster_fwd; a state is read only for a pixel whose count passes
 //   the chunk's end); chunkStart, chunkTile (raster_bwd_chunks); dImage [H*W,3] f32 (dL/dpixel)
@@ -60,7 +63,7 @@ DEVICE GPTR float* grad_ptr(u32 id, u32 q, GPTR float* gColor, GPTR float* gOpac
 }
 
 template <bool RAY>
-DEVICE void raster_bwd_chunk(Staged<RAY, CHUNK>& s, u32* sId, u32 chunk, const Raster& rp, const GPTR u32* tileOffsets,
+DEVICE void raster_bwd_chunk(Staged<RAY, CHUNK>& s, u32* sId, float* sGrad, u32 chunk, const Raster& rp, const GPTR u32* tileOffsets,
                              const GPTR u32* ids, const GPTR float* opacity, const GPTR float* color,
                              const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU,
                              const GPTR float* rayA, const GPTR float* rays, const GPTR float* finalT,
@@ -114,6 +117,7 @@ DEVICE void raster_bwd_chunk(Staged<RAY, CHUNK>& s, u32* sId, u32 chunk, const R
         sId[j] = id;
         s.ok[j] = stage_splat<RAY>(rp, id, j, opacity, color, mean2d, conic, rayU, rayA, s) ? 1u : 0u;
     }
+    for (u32 i = TID; i < nb * nv; i += BDIM) sGrad[i] = 0.0f;
     BARRIER();
     for (u32 jj = nb; jj > 0u; jj--) {
         u32 j = jj - 1u;
@@ -183,18 +187,24 @@ DEVICE void raster_bwd_chunk(Staged<RAY, CHUNK>& s, u32* sId, u32 chunk, const R
         }
         if (!warp_any(hit)) continue;
         // Lanes 2q and 2q+1 get value q's warp sum; the even ones of the nv values in use
-        // add it to its gradient, in one atomic instruction for the warp.
+        // add it to the chunk's sum, in one shared atomic instruction for the warp.
         float sum = warp_sum16_spread(v);
         u32 q = LANE >> 1;
-        if ((LANE & 1u) == 0u && q < nv)
-            atom_add_f32(grad_ptr<RAY>(sId[j], q, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA), sum);
+        if ((LANE & 1u) == 0u && q < nv) shared_add_f32(&sGrad[j * nv + q], sum);
+    }
+    // The block's sums to the gradients (zero where no pixel was hit: nothing to add).
+    BARRIER();
+    for (u32 i = TID; i < nb * nv; i += BDIM) {
+        float g = sGrad[i];
+        if (g != 0.0f)
+            atom_add_f32(grad_ptr<RAY>(sId[i / nv], i % nv, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA), g);
     }
 }
 
 // raster_bwd_body walks this block's chunks; the barrier after each keeps the next chunk's
-// staging from overwriting splats a warp is still walking.
+// staging from overwriting the splats and sums the last one's atomics still read.
 template <bool RAY>
-DEVICE void raster_bwd_body(Staged<RAY, CHUNK>& s, u32* sId, const Raster& rp, u32 numTiles,
+DEVICE void raster_bwd_body(Staged<RAY, CHUNK>& s, u32* sId, float* sGrad, const Raster& rp, u32 numTiles,
                             const GPTR u32* tileOffsets, const GPTR u32* ids, const GPTR float* opacity,
                             const GPTR float* color, const GPTR float* mean2d, const GPTR float* conic,
                             const GPTR float* rayU, const GPTR float* rayA, const GPTR float* rays,
@@ -206,7 +216,7 @@ DEVICE void raster_bwd_body(Staged<RAY, CHUNK>& s, u32* sId, const Raster& rp, u
 {
     u32 chunks = chunkStart[numTiles];
     for (u32 chunk = BID; chunk < chunks; chunk += NBLOCKS) {
-        raster_bwd_chunk<RAY>(s, sId, chunk, rp, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays,
+        raster_bwd_chunk<RAY>(s, sId, sGrad, chunk, rp, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays,
                               finalT, count, image, tileWalk, chunkState, chunkStart, chunkTile, dImage, gColor,
                               gOpacity, gMean2d, gConic, gRayU, gRayA);
         BARRIER();
@@ -258,7 +268,8 @@ KERNEL raster_bwd_ewa(Raster rp, const GPTR u32* readout, u32 numTiles, const GP
     if (readout[RO_ABORT]) return;
     SHARED Staged<false, CHUNK> s;
     SHARED u32 sId[CHUNK];
-    raster_bwd_body<false>(s, sId, rp, numTiles, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays,
+    SHARED float sGrad[CHUNK * 16u];
+    raster_bwd_body<false>(s, sId, sGrad, rp, numTiles, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays,
                            finalT, count, image, tileWalk, chunkState, chunkStart, chunkTile, dImage, gColor,
                            gOpacity, gMean2d, gConic, gRayU, gRayA);
 }
@@ -275,7 +286,8 @@ KERNEL raster_bwd_ray(Raster rp, const GPTR u32* readout, u32 numTiles, const GP
     if (readout[RO_ABORT]) return;
     SHARED Staged<true, CHUNK> s;
     SHARED u32 sId[CHUNK];
-    raster_bwd_body<true>(s, sId, rp, numTiles, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays,
+    SHARED float sGrad[CHUNK * 16u];
+    raster_bwd_body<true>(s, sId, sGrad, rp, numTiles, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays,
                           finalT, count, image, tileWalk, chunkState, chunkStart, chunkTile, dImage, gColor,
                           gOpacity, gMean2d, gConic, gRayU, gRayA);
 }
