@@ -4,7 +4,6 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"testing"
 
@@ -541,13 +540,19 @@ func TestPipelinedStepsMatchSteps(t *testing.T) {
 				t.Fatalf("%d steps overflowed, want 2 (the overflows this test is about did not happen)", overflowed)
 			}
 
-			tol := 1e-5
+			// The emulator sums in a fixed order: the runs must agree bit for bit. A GPU's
+			// atomics sum in no fixed order, so its runs drift apart by rounding from the
+			// first backward on (TestGraphStepsMatchEager sees the same): losses to 1e-5,
+			// images to 1e-4, parameters to 1e-3, and a tile entry or a visibility count may
+			// change where a splat sits on a boundary. A missed skip moves the loss by ~1e-3.
+			lossTol, imageTol, paramTol, countSlack := 1e-5, 1e-4, 1e-3, 0.001
 			if emu {
-				tol = 0
+				lossTol, imageTol, paramTol, countSlack = 0, 0, 0, 0
 			}
+			near := func(a, b int) bool { return math.Abs(float64(a-b)) <= countSlack*float64(max(a, b)) }
 			for s := range steps {
 				a, b := one.res[s], piped.res[s]
-				if d := math.Abs(a.Loss-b.Loss) / math.Abs(a.Loss); !(d <= tol) || a.Entries != b.Entries || a.Visible != b.Visible {
+				if d := math.Abs(a.Loss-b.Loss) / math.Abs(a.Loss); !(d <= lossTol) || !near(a.Entries, b.Entries) || !near(a.Visible, b.Visible) {
 					t.Errorf("step %d: loss %.9g, %d entries, %d visible step by step; %.9g, %d, %d pipelined",
 						s, a.Loss, a.Entries, a.Visible, b.Loss, b.Entries, b.Visible)
 				}
@@ -555,15 +560,25 @@ func TestPipelinedStepsMatchSteps(t *testing.T) {
 					t.Errorf("step %d: timings/image present %v/%v step by step, %v/%v pipelined", s,
 						a.Timings != nil, a.Image != nil, b.Timings != nil, b.Image != nil)
 				}
-				if a.Image != nil && (len(b.Image) != len(a.Image) || !(check.RelErr(b.Image, a.Image) <= tol)) {
-					t.Errorf("step %d: the images differ", s)
+				if a.Image != nil {
+					if len(b.Image) != len(a.Image) {
+						t.Errorf("step %d: images of %d and %d values", s, len(a.Image), len(b.Image))
+					} else if rel := check.RelErr(b.Image, a.Image); !(rel <= imageTol) {
+						t.Errorf("step %d: the images differ by %.3g relative", s, rel)
+					}
 				}
 			}
-			if rel := check.RelErr(flat(piped.final), flat(one.final)); !(rel <= 100*tol) {
+			if rel := check.RelErr(flat(piped.final), flat(one.final)); !(rel <= paramTol) {
 				t.Errorf("parameters after %d steps differ by %.3g relative", steps, rel)
 			}
-			if rel := check.RelErr(piped.stats.GradAccum, one.stats.GradAccum); !(rel <= 100*tol) || !slices.Equal(piped.stats.Count, one.stats.Count) {
-				t.Errorf("statistics differ: gradient sums by %.3g relative, counts equal %v", rel, slices.Equal(piped.stats.Count, one.stats.Count))
+			differ := 0
+			for i := range one.stats.Count {
+				if piped.stats.Count[i] != one.stats.Count[i] {
+					differ++
+				}
+			}
+			if rel := check.RelErr(piped.stats.GradAccum, one.stats.GradAccum); !(rel <= paramTol) || !near(differ+len(one.stats.Count), len(one.stats.Count)) {
+				t.Errorf("statistics differ: gradient sums by %.3g relative, %d visibility counts", rel, differ)
 			}
 		})
 	}
