@@ -14,10 +14,17 @@
 // and when it exceeds the lists' capacity every later stage of the step does nothing, the host
 // grows the lists and runs the step again.
 //
-// In this first version densification edits (Apply), State and SetState go through the host:
-// the engine downloads the parameters and moments, applies engine.ApplyEdit (or copies the
-// state) and uploads the result. Lens distortion is not supported on the device (both render
-// models need a pinhole camera here); tile sizes are limited to 32 (a tile is one thread block).
+// Steps can be pipelined (engine.Pipeliner): Submit queues a step behind one not yet collected,
+// each step has its own readout block and end event, and Collect reads the oldest one's readout
+// without waiting for the step behind it (gpu.Device.DownloadAfter), so the device does not idle
+// while the host takes its turn. A step queued behind one whose lists overflowed does nothing
+// either (bin_total reads the previous readout's abort flag), and Collect runs both again in
+// order; the results are those of Step after Step.
+//
+// Densification edits (Apply) gather the kept, cloned and split rows on the device from a plan
+// the host uploads; State and SetState download and upload everything. Lens distortion is not
+// supported on the device (both render models need a pinhole camera here); tile sizes are
+// limited to 32 (a tile is one thread block).
 //
 // Non-goals: no training policy (internal/train decides what and when), no printing or
 // logging, no global state; the Metal backend will run the same kernel bodies once its prelude
