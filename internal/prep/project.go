@@ -3,9 +3,9 @@ package prep
 import (
 	"fmt"
 	"math"
-	"sync"
 
 	"github.com/rlxsplat/rlxsplat/internal/camera"
+	"github.com/rlxsplat/rlxsplat/internal/par"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
 
@@ -91,33 +91,11 @@ func Project[F splat.Float](cam *Cam[F], set *Settings, g *splat.GaussiansOf[F],
 	n := g.Len()
 	out.Model = set.Model
 	out.Resize(n)
-	parallelFor(n, workers, func(lo, hi int) {
+	par.For(n, workers, func(_, lo, hi int) {
 		for i := lo; i < hi; i++ {
 			projectOne(cam, set, g, i, out)
 		}
 	})
-}
-
-// parallelFor splits [0,n) into contiguous chunks, one per worker.
-func parallelFor(n, workers int, f func(lo, hi int)) {
-	if workers < 1 {
-		workers = 1
-	}
-	if workers == 1 || n < 256 {
-		f(0, n)
-		return
-	}
-	var wg sync.WaitGroup
-	chunk := (n + workers - 1) / workers
-	for lo := 0; lo < n; lo += chunk {
-		hi := min(lo+chunk, n)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(lo, hi)
-		}()
-	}
-	wg.Wait()
 }
 
 // splatGeom holds the intermediates of one splat's geometry that both the

@@ -1,6 +1,9 @@
 package prep
 
-import "github.com/rlxsplat/rlxsplat/internal/splat"
+import (
+	"github.com/rlxsplat/rlxsplat/internal/par"
+	"github.com/rlxsplat/rlxsplat/internal/splat"
+)
 
 // ProjectBackward maps the gradients of the projected data (dp, from the
 // rasterizer backward) to gradients of every splat parameter (design.md §5
@@ -12,7 +15,7 @@ import "github.com/rlxsplat/rlxsplat/internal/splat"
 func ProjectBackward[F splat.Float](cam *Cam[F], set *Settings, g *splat.GaussiansOf[F], proj *ProjectedOf[F],
 	dp *PrepGradsOf[F], grads *splat.GaussiansOf[F], grad2D []F, workers int) {
 	n := g.Len()
-	parallelFor(n, workers, func(lo, hi int) {
+	par.For(n, workers, func(_, lo, hi int) {
 		for i := lo; i < hi; i++ {
 			zeroGrad(grads, i)
 			if grad2D != nil {

@@ -3,9 +3,11 @@ package train
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/rlxsplat/rlxsplat/internal/engine"
+	"github.com/rlxsplat/rlxsplat/internal/par"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
 
@@ -24,7 +26,7 @@ func (t *Trainer) densify(s int) error {
 	if err != nil {
 		return fmt.Errorf("train: step %d: %w", s, err)
 	}
-	edit := growEdit(g, st, d, t.ds.Extent)
+	edit := growEdit(g, st, d, t.ds.Extent, t.opt.Workers)
 	t.capGrowth(&edit, g.Len(), st)
 	if n := len(edit.Split) * edit.SplitN * 3; n > 0 {
 		edit.SplitSamples = make([]float32, n)
@@ -44,7 +46,7 @@ func (t *Trainer) densify(s int) error {
 		n := g.Len()
 		st = engine.Stats{GradAccum: make([]float32, n), Count: make([]int32, n), MaxRadius: make([]float32, n)}
 	}
-	remove, n := pruneMask(g, st, d, t.ds.Extent, s > d.ResetEvery && d.ResetEvery > 0)
+	remove, n := pruneMask(g, st, d, t.ds.Extent, s > d.ResetEvery && d.ResetEvery > 0, t.opt.Workers)
 	if n > 0 {
 		if n == g.Len() {
 			return fmt.Errorf("train: step %d: pruning would remove all %d Gaussians (opacity below %g)", s, n, d.PruneOpacity)
@@ -56,23 +58,30 @@ func (t *Trainer) densify(s int) error {
 	return t.eng.ResetStats()
 }
 
-// growEdit selects the splats to clone and to split.
-func growEdit(g engine.Shapes, st engine.Stats, d *DensifyOptions, extent float64) engine.Edit {
+// growEdit selects the splats to clone and to split, in index order, with the splats cut into
+// workers ranges (the lists are joined range by range, so the order is the same).
+func growEdit(g engine.Shapes, st engine.Stats, d *DensifyOptions, extent float64, workers int) engine.Edit {
 	e := engine.Edit{SplitN: d.SplitN, SplitScaleDiv: float32(0.8 * float64(d.SplitN))}
 	large := newScaleAbove(d.PercentDense * extent)
-	for i := 0; i < g.Len(); i++ {
-		if st.Count[i] == 0 {
-			continue
+	n := g.Len()
+	clones := make([][]int32, len(par.Ranges(n, workers)))
+	splits := make([][]int32, len(clones))
+	par.For(n, workers, func(k, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			if st.Count[i] == 0 {
+				continue
+			}
+			if float64(st.GradAccum[i])/float64(st.Count[i]) < d.GradThreshold {
+				continue
+			}
+			if !large.test(g, i) {
+				clones[k] = append(clones[k], int32(i))
+			} else {
+				splits[k] = append(splits[k], int32(i))
+			}
 		}
-		if float64(st.GradAccum[i])/float64(st.Count[i]) < d.GradThreshold {
-			continue
-		}
-		if !large.test(g, i) {
-			e.Clone = append(e.Clone, int32(i))
-		} else {
-			e.Split = append(e.Split, int32(i))
-		}
-	}
+	})
+	e.Clone, e.Split = slices.Concat(clones...), slices.Concat(splits...)
 	return e
 }
 
@@ -123,15 +132,29 @@ func (t *Trainer) capGrowth(e *engine.Edit, n int, st engine.Stats) {
 
 // pruneMask marks splats with opacity below the threshold and, when big is
 // set, those larger than max_screen_size px on screen or max_world_scale of
-// the extent in the world.
-func pruneMask(g engine.Shapes, st engine.Stats, d *DensifyOptions, extent float64, big bool) ([]bool, int) {
+// the extent in the world; workers goroutines each take a range of the splats.
+func pruneMask(g engine.Shapes, st engine.Stats, d *DensifyOptions, extent float64, big bool, workers int) ([]bool, int) {
 	remove := make([]bool, g.Len())
+	counts := make([]int, len(par.Ranges(len(remove), workers)))
+	par.For(len(remove), workers, func(k, lo, hi int) {
+		counts[k] = pruneRange(g, st, d, extent, big, remove, lo, hi)
+	})
+	n := 0
+	for _, c := range counts {
+		n += c
+	}
+	return remove, n
+}
+
+// pruneRange is pruneMask for splats [lo, hi): it sets their remove flags and returns how many
+// it set.
+func pruneRange(g engine.Shapes, st engine.Stats, d *DensifyOptions, extent float64, big bool, remove []bool, lo, hi int) int {
 	n := 0
 	faint := newOpacityBelow(d.PruneOpacity)
 	huge := newScaleAbove(d.MaxWorldScale * extent)
 	screen, world := d.MaxScreenSize > 0 && big, d.MaxWorldScale > 0 && big
 	logits, radii := g.OpacityLogits, st.MaxRadius
-	for i := range remove {
+	for i := lo; i < hi; i++ {
 		// Every test is evaluated and the answers combined without branches: on real
 		// scenes each is close to a coin flip per splat, and mispredicted branches cost
 		// more than the comparisons. Only values too close to a cutoff to decide from
@@ -151,7 +174,7 @@ func pruneMask(g engine.Shapes, st engine.Stats, d *DensifyOptions, extent float
 		remove[i] = r != 0
 		n += int(r)
 	}
-	return remove, n
+	return n
 }
 
 // b2u is 1 for true; the compiler makes it a flag move, not a branch.

@@ -3,6 +3,8 @@ package train
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/rlxsplat/rlxsplat/internal/engine"
@@ -83,7 +85,7 @@ func TestPruneMask(t *testing.T) {
 			for _, screen := range []float64{20, 0} {
 				d := &DensifyOptions{PruneOpacity: th, MaxScreenSize: screen, MaxWorldScale: world}
 				for _, big := range []bool{true, false} {
-					got, count := pruneMask(g, st, d, extent, big)
+					got, count := pruneMask(g, st, d, extent, big, 3)
 					want := pruneMaskExact(g, st, d, extent, big)
 					c := 0
 					for i := range want {
@@ -146,7 +148,12 @@ func BenchmarkPruneMask(b *testing.B) {
 	d := &DensifyOptions{PruneOpacity: 0.005, MaxScreenSize: 20, MaxWorldScale: 0.1}
 	b.Run("fast", func(b *testing.B) {
 		for b.Loop() {
-			pruneMask(g, st, d, 4, true)
+			pruneMask(g, st, d, 4, true, 1)
+		}
+	})
+	b.Run("fast-all-cores", func(b *testing.B) {
+		for b.Loop() {
+			pruneMask(g, st, d, 4, true, runtime.GOMAXPROCS(0))
 		}
 	})
 	b.Run("exact", func(b *testing.B) {
@@ -154,4 +161,43 @@ func BenchmarkPruneMask(b *testing.B) {
 			pruneMaskExact(g, st, d, 4, true)
 		}
 	})
+}
+
+// TestGrowEditWorkers: the clone and split lists are the same, in index order, however many
+// ranges the splats are cut into, and are those of the plain loop.
+func TestGrowEditWorkers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	const n = 50_000
+	g := engine.Shapes{LogScales: make([]float32, 3*n), OpacityLogits: make([]float32, n)}
+	st := engine.Stats{GradAccum: make([]float32, n), Count: make([]int32, n), MaxRadius: make([]float32, n)}
+	for i := range n {
+		for k := range 3 {
+			g.LogScales[3*i+k] = float32(rng.NormFloat64() - 4)
+		}
+		st.Count[i] = int32(rng.IntN(4)) // a quarter never seen
+		st.GradAccum[i] = float32(rng.ExpFloat64() * 2e-4 * float64(st.Count[i]))
+	}
+	d := &DensifyOptions{GradThreshold: 2e-4, PercentDense: 0.01, SplitN: 2}
+	const extent = 3.0
+	var clone, split []int32
+	for i := range n {
+		if st.Count[i] == 0 || float64(st.GradAccum[i])/float64(st.Count[i]) < d.GradThreshold {
+			continue
+		}
+		if maxScale(g, i) > d.PercentDense*extent {
+			split = append(split, int32(i))
+		} else {
+			clone = append(clone, int32(i))
+		}
+	}
+	if len(clone) < 1000 || len(split) < 1000 {
+		t.Fatalf("%d clones and %d splits: the scene does not exercise both lists", len(clone), len(split))
+	}
+	for _, workers := range []int{1, 2, 7, 64} {
+		e := growEdit(g, st, d, extent, workers)
+		if !slices.Equal(e.Clone, clone) || !slices.Equal(e.Split, split) {
+			t.Fatalf("%d workers: %d clones, %d splits; the plain loop: %d, %d (or another order)",
+				workers, len(e.Clone), len(e.Split), len(clone), len(split))
+		}
+	}
 }

@@ -3,8 +3,8 @@ package train
 import (
 	"math"
 	"math/rand/v2"
-	"sync"
 
+	"github.com/rlxsplat/rlxsplat/internal/par"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
 
@@ -18,24 +18,13 @@ func FromPoints(xyz, rgb []float32, opacity float32, workers int) *splat.Gaussia
 	copy(g.Means, xyz)
 	tree := newKDTree(xyz)
 	logit := splat.Logit(opacity)
-	if workers < 1 {
-		workers = 1
-	}
-	var wg sync.WaitGroup
-	chunk := (n + workers - 1) / workers
-	for lo := 0; lo < n; lo += chunk {
-		hi := min(lo+chunk, n)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := lo; i < hi; i++ {
-				d2 := math.Max(tree.knnMeanSq(i, 3), 1e-7)
-				ls := float32(math.Log(math.Sqrt(d2)))
-				g.LogScales[i*3], g.LogScales[i*3+1], g.LogScales[i*3+2] = ls, ls, ls
-			}
-		}()
-	}
-	wg.Wait()
+	par.For(n, workers, func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			d2 := math.Max(tree.knnMeanSq(i, 3), 1e-7)
+			ls := float32(math.Log(math.Sqrt(d2)))
+			g.LogScales[i*3], g.LogScales[i*3+1], g.LogScales[i*3+2] = ls, ls, ls
+		}
+	})
 	for i := 0; i < n; i++ {
 		g.OpacityLogits[i] = logit
 		for c := 0; c < 3; c++ {
