@@ -277,18 +277,7 @@ func checkPoisonedChunks(t *testing.T, dev gpu.Device, set engine.Settings, g *s
 	}
 
 	n := g.Len()
-	type field struct {
-		name       string
-		off, width int
-		want       []float32
-	}
-	fields := []field{{"d color", pgColor, 3, pipe.PG.Color}, {"d opacity", pgOpacity, 1, pipe.PG.Opacity}}
-	if set.Render == prep.Ray {
-		fields = append(fields, field{"d rayU", pgRayU, 3, pipe.PG.RayU}, field{"d rayA", pgRayA, 9, pipe.PG.RayA})
-	} else {
-		fields = append(fields, field{"d mean2d", pgMean2D, 2, pipe.PG.Mean2D}, field{"d conic", pgConic, 3, pipe.PG.Conic})
-	}
-	for _, f := range fields {
+	for _, f := range pgFields(set.Render, pipe.PG) {
 		got := dlAt(t, fe, fe.pg, f.off*fe.capN, n*f.width)
 		for i, x := range got {
 			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {

@@ -225,18 +225,7 @@ func compare(dev gpu.Device, set engine.Settings, g *splat.Gaussians, v *engine.
 	r.grad("d image", gotDImage, pipe.DImage)
 
 	// Gradients of the prepared data, then of every parameter group.
-	type pgField struct {
-		name       string
-		off, width int
-		want       []float32
-	}
-	pgFields := []pgField{{"d color", pgColor, 3, pipe.PG.Color}, {"d opacity", pgOpacity, 1, pipe.PG.Opacity}}
-	if set.Render == prep.Ray {
-		pgFields = append(pgFields, pgField{"d rayU", pgRayU, 3, pipe.PG.RayU}, pgField{"d rayA", pgRayA, 9, pipe.PG.RayA})
-	} else {
-		pgFields = append(pgFields, pgField{"d mean2d", pgMean2D, 2, pipe.PG.Mean2D}, pgField{"d conic", pgConic, 3, pipe.PG.Conic})
-	}
-	for _, f := range pgFields {
+	for _, f := range pgFields(set.Render, pipe.PG) {
 		r.grad(f.name, r.f32(fe.pg, f.off*fe.capN, n*f.width), f.want)
 	}
 	gg := unpack(r.f32(fe.grads, 0, n*paramFloats), n)
@@ -500,6 +489,23 @@ func (e *Engine) poison() error {
 	}
 	e.raysFor = nil
 	return nil
+}
+
+// pgField is one field of the prepared-data gradients (the pg buffer, from off·capN) with the
+// CPU's values for it.
+type pgField struct {
+	name       string
+	off, width int
+	want       []float32
+}
+
+// pgFields lists the render model's prepared-data gradient fields against the CPU's.
+func pgFields(model prep.Model, cpu *prep.PrepGrads) []pgField {
+	fs := []pgField{{"d color", pgColor, 3, cpu.Color}, {"d opacity", pgOpacity, 1, cpu.Opacity}}
+	if model == prep.Ray {
+		return append(fs, pgField{"d rayU", pgRayU, 3, cpu.RayU}, pgField{"d rayA", pgRayA, 9, cpu.RayA})
+	}
+	return append(fs, pgField{"d mean2d", pgMean2D, 2, cpu.Mean2D}, pgField{"d conic", pgConic, 3, cpu.Conic})
 }
 
 // hostAdam is internal/adam's step (as the CPU engine configures it) on copies of g and grads.

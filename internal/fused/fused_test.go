@@ -328,17 +328,7 @@ func pointSplats(rng *rand.Rand, ds *dataset.Dataset, scale float64) *splat.Gaus
 func TestGraphStepsMatchEager(t *testing.T) {
 	dev, emu := testDevice(t)
 	const steps = 6
-	n, w, h := 3000, 128, 96
-	if emu {
-		n, w, h = 200, 40, 32
-	}
-	g, _ := RandomScene(5, n, w, h)
-	rng := rand.New(rand.NewPCG(seedTarget, 77))
-	var views [3]*engine.View
-	for i := range views {
-		cam := lookAt([3]float64{0.6*rng.Float64() - 0.3, -0.9 + 0.2*rng.Float64(), -3.2}, w, h)
-		views[i] = &engine.View{Index: i, Camera: cam, Target: randomImage(rng, w, h)}
-	}
+	g, views := trainingScene(emu, 5, 77)
 	for _, m := range []prep.Model{prep.EWA, prep.Ray} {
 		t.Run(m.String(), func(t *testing.T) {
 			set := engine.DefaultSettings()
@@ -406,6 +396,23 @@ func TestGraphStepsMatchEager(t *testing.T) {
 	}
 }
 
+// trainingScene is a random scene and three views of it with random targets, for the tests
+// that train a few steps (smaller on the emulator).
+func trainingScene(emu bool, sceneSeed, viewSeed uint64) (*splat.Gaussians, [3]*engine.View) {
+	n, w, h := 3000, 128, 96
+	if emu {
+		n, w, h = 200, 40, 32
+	}
+	g, _ := RandomScene(sceneSeed, n, w, h)
+	rng := rand.New(rand.NewPCG(seedTarget, viewSeed))
+	var views [3]*engine.View
+	for i := range views {
+		cam := lookAt([3]float64{0.6*rng.Float64() - 0.3, -0.9 + 0.2*rng.Float64(), -3.2}, w, h)
+		views[i] = &engine.View{Index: i, Camera: cam, Target: randomImage(rng, w, h)}
+	}
+	return g, views
+}
+
 // flat concatenates every parameter group of g.
 func flat(g *splat.Gaussians) []float32 {
 	var out []float32
@@ -424,17 +431,8 @@ func flat(g *splat.Gaussians) []float32 {
 func TestPipelinedStepsMatchSteps(t *testing.T) {
 	dev, emu := testDevice(t)
 	const steps = 8
-	n, w, h := 3000, 128, 96
-	if emu {
-		n, w, h = 200, 40, 32
-	}
-	g, _ := RandomScene(9, n, w, h)
-	rng := rand.New(rand.NewPCG(seedTarget, 78))
-	var views [3]*engine.View
-	for i := range views {
-		cam := lookAt([3]float64{0.6*rng.Float64() - 0.3, -0.9 + 0.2*rng.Float64(), -3.2}, w, h)
-		views[i] = &engine.View{Index: i, Camera: cam, Target: randomImage(rng, w, h)}
-	}
+	g, views := trainingScene(emu, 9, 78)
+	w, h := views[0].Camera.Width, views[0].Camera.Height
 	opts := func(s int) engine.StepOptions {
 		lr := testLR()
 		lr.Means *= float32(1 + s)
