@@ -56,9 +56,7 @@ func EncodeCamerasBinary(cams map[uint32]Camera) ([]byte, error) {
 		b = le.AppendUint32(b, uint32(m.ID))
 		b = le.AppendUint64(b, c.Width)
 		b = le.AppendUint64(b, c.Height)
-		for _, p := range c.Params {
-			b = le.AppendUint64(b, math.Float64bits(p))
-		}
+		b = appendF64s(b, c.Params...)
 	}
 	return b, nil
 }
@@ -69,19 +67,14 @@ func EncodeImagesBinary(imgs []Image) []byte {
 	b := le.AppendUint64(nil, uint64(len(imgs)))
 	for _, im := range imgs {
 		b = le.AppendUint32(b, im.ID)
-		for _, v := range im.Q {
-			b = le.AppendUint64(b, math.Float64bits(v))
-		}
-		for _, v := range im.T {
-			b = le.AppendUint64(b, math.Float64bits(v))
-		}
+		b = appendF64s(b, im.Q[:]...)
+		b = appendF64s(b, im.T[:]...)
 		b = le.AppendUint32(b, im.CameraID)
 		b = append(b, im.Name...)
 		b = append(b, 0)
 		b = le.AppendUint64(b, uint64(len(im.Points2D)))
 		for _, p := range im.Points2D {
-			b = le.AppendUint64(b, math.Float64bits(p.X))
-			b = le.AppendUint64(b, math.Float64bits(p.Y))
+			b = appendF64s(b, p.X, p.Y)
 			b = le.AppendUint64(b, uint64(p.Point3DID))
 		}
 	}
@@ -94,16 +87,22 @@ func EncodePoints3DBinary(pts []Point3D) []byte {
 	b := le.AppendUint64(nil, uint64(len(pts)))
 	for _, p := range pts {
 		b = le.AppendUint64(b, p.ID)
-		for _, v := range p.XYZ {
-			b = le.AppendUint64(b, math.Float64bits(v))
-		}
+		b = appendF64s(b, p.XYZ[:]...)
 		b = append(b, p.RGB[:]...)
-		b = le.AppendUint64(b, math.Float64bits(p.Error))
+		b = appendF64s(b, p.Error)
 		b = le.AppendUint64(b, uint64(len(p.Track)))
 		for _, e := range p.Track {
 			b = le.AppendUint32(b, e.ImageID)
 			b = le.AppendUint32(b, e.Point2DIdx)
 		}
+	}
+	return b
+}
+
+// appendF64s appends vs as little-endian float64s, COLMAP's binary reals.
+func appendF64s(b []byte, vs ...float64) []byte {
+	for _, v := range vs {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
 	}
 	return b
 }
