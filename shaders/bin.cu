@@ -13,6 +13,11 @@
 //   (readout[RO_BIG] of them, in no particular order) for bin_count_big, a warp per splat; the
 //   others' hits are kept as a bit mask (bit k: tile k of the box, row-major; bigArea ≤ 32),
 //   so that bin_emit need not test the tiles again (the exact test is float64 arithmetic).
+//   A queued splat also reserves ⌈area/32⌉ words of bigBits for its hits (readout[RO_BIGBITS]
+//   counts the words asked for): bigOff[b] is where queue entry b's start, or NO_BITS when
+//   they do not fit in bitsCap words; bin_emit_big then tests that splat's tiles again (the
+//   host grows the bits for the next step).
+//   bigOff [n] u32, bigBits [bitsCap] u32
 //   flags[i] = valid[i] (1 or 0), for the scan that places the visible splats.
 //   valid [n] u32, boundCenter [n,2], boundQ [n,3] f32, rect [n,4] i32;
 //   counts [n+1] u32, bigList [n] u32, hitMask [n] u32, flags [n+1] u32
@@ -31,8 +36,8 @@
 //   so that a step queued behind an aborted one changes nothing either and the host can run
 //   both again in order.
 // bin_emit: one thread per splat; writes the tiles of its hit mask from ranked[rankOf[i]] in
-//   row-major order. bin_emit_big tests the queued splats' tiles again, a warp each, and
-//   writes them in the same order.
+//   row-major order. bin_emit_big writes the queued splats' tiles, a warp each, in the same
+//   order, from the hit bits bin_count_big kept (testing them again where there was no room).
 //   keys [cap] u32 tile ids, ids [cap] u32 splat ids
 #include "prelude_cuda.h"
 #include "common.h"
@@ -79,6 +84,16 @@ DEVICE int rect_area(const GPTR i32* rect, u32 i)
     return (rect[i * 4 + 2] - rect[i * 4]) * (rect[i * 4 + 3] - rect[i * 4 + 1]);
 }
 
+// NO_BITS marks a queued splat whose hit bits did not fit in bigBits.
+#define NO_BITS 0xffffffffu
+
+// splat_tile is the id of tile k (row-major) of splat i's box.
+DEVICE int splat_tile(Cam cam, const GPTR i32* rect, u32 i, int k)
+{
+    int rx0 = rect[i * 4], ry0 = rect[i * 4 + 1], rw = rect[i * 4 + 2] - rx0;
+    return (ry0 + k / rw) * cam.tilesX + rx0 + k % rw;
+}
+
 // splat_tile_hit tests tile k (row-major) of splat i's box.
 DEVICE bool splat_tile_hit(Cam cam, const GPTR float* boundCenter, const GPTR float* boundQ, const GPTR i32* rect,
                            u32 conic, u32 i, int k, int* tile)
@@ -96,7 +111,7 @@ DEVICE bool splat_tile_hit(Cam cam, const GPTR float* boundCenter, const GPTR fl
 
 KERNEL bin_count(Cam cam, const GPTR u32* valid, const GPTR float* boundCenter, const GPTR float* boundQ,
                  const GPTR i32* rect, u32 conic, int bigArea, GPTR u32* counts, GPTR u32* readout,
-                 GPTR u32* bigList, GPTR u32* hitMask, GPTR u32* flags)
+                 GPTR u32* bigList, GPTR u32* hitMask, GPTR u32* flags, GPTR u32* bigOff, u32 bitsCap)
 {
     u32 n = (u32)cam.n;
     u32 i = BID * BDIM + TID;
@@ -110,7 +125,11 @@ KERNEL bin_count(Cam cam, const GPTR u32* valid, const GPTR float* boundCenter, 
     int area = rect_area(rect, i);
     if (area > bigArea) {
         counts[i] = 0u; // bin_count_big writes it
-        bigList[atom_add_u32(&readout[RO_BIG], 1u)] = i;
+        u32 b = atom_add_u32(&readout[RO_BIG], 1u);
+        bigList[b] = i;
+        u32 words = ((u32)area + 31u) / 32u;
+        u32 off = atom_add_u32(&readout[RO_BIGBITS], words);
+        bigOff[b] = off <= bitsCap && words <= bitsCap - off ? off : NO_BITS;
         return;
     }
     u32 mask = 0;
@@ -123,20 +142,24 @@ KERNEL bin_count(Cam cam, const GPTR u32* valid, const GPTR float* boundCenter, 
 }
 
 // bin_count_big: a grid-stride loop of warps over the readout[RO_BIG] queued splats; the lanes
-// test 32 tiles at a time.
+// test 32 tiles at a time and keep each round's ballot in the splat's hit bits.
 KERNEL bin_count_big(Cam cam, const GPTR float* boundCenter, const GPTR float* boundQ, const GPTR i32* rect,
-                     u32 conic, const GPTR u32* readout, const GPTR u32* bigList, GPTR u32* counts)
+                     u32 conic, const GPTR u32* readout, const GPTR u32* bigList, GPTR u32* counts,
+                     const GPTR u32* bigOff, GPTR u32* bigBits)
 {
     u32 big = readout[RO_BIG];
     u32 warps = NBLOCKS * (BDIM / WARP);
     for (u32 b = BID * (BDIM / WARP) + WARP_ID; b < big; b += warps) {
         u32 i = bigList[b];
+        u32 off = bigOff[b];
         int area = rect_area(rect, i);
         u32 count = 0;
         for (int k0 = 0; k0 < area; k0 += (int)WARP) {
             int k = k0 + (int)LANE, tile;
             bool hit = k < area && splat_tile_hit(cam, boundCenter, boundQ, rect, conic, i, k, &tile);
-            count += popc(warp_ballot(hit));
+            u32 mask = warp_ballot(hit);
+            count += popc(mask);
+            if (off != NO_BITS && LANE == 0u) bigBits[off + (u32)k0 / WARP] = mask;
         }
         if (LANE == 0u) counts[i] = count;
     }
@@ -199,7 +222,8 @@ KERNEL bin_emit(Cam cam, const GPTR u32* valid, const GPTR i32* rect, const GPTR
 // row-major tile order of bin_emit.
 KERNEL bin_emit_big(Cam cam, const GPTR float* boundCenter, const GPTR float* boundQ, const GPTR i32* rect,
                     u32 conic, const GPTR u32* ranked, const GPTR u32* rankOf, const GPTR u32* readout,
-                    const GPTR u32* bigList, GPTR u32* keys, GPTR u32* ids)
+                    const GPTR u32* bigList, GPTR u32* keys, GPTR u32* ids, const GPTR u32* bigOff,
+                    const GPTR u32* bigBits)
 {
     if (readout[RO_ABORT]) return;
     u32 big = readout[RO_BIG];
@@ -207,12 +231,21 @@ KERNEL bin_emit_big(Cam cam, const GPTR float* boundCenter, const GPTR float* bo
     u32 below = (1u << LANE) - 1u;
     for (u32 b = BID * (BDIM / WARP) + WARP_ID; b < big; b += warps) {
         u32 i = bigList[b];
+        u32 off = bigOff[b]; // the same for the whole warp: the branches below do not diverge
         int area = rect_area(rect, i);
         u32 at = ranked[rankOf[i]];
         for (int k0 = 0; k0 < area; k0 += (int)WARP) {
             int k = k0 + (int)LANE, tile = 0;
-            bool hit = k < area && splat_tile_hit(cam, boundCenter, boundQ, rect, conic, i, k, &tile);
-            u32 mask = warp_ballot(hit);
+            u32 mask;
+            bool hit;
+            if (off != NO_BITS) {
+                mask = bigBits[off + (u32)k0 / WARP];
+                hit = ((mask >> LANE) & 1u) != 0u;
+                if (hit) tile = splat_tile(cam, rect, i, k);
+            } else {
+                hit = k < area && splat_tile_hit(cam, boundCenter, boundQ, rect, conic, i, k, &tile);
+                mask = warp_ballot(hit);
+            }
             if (hit) {
                 u32 slot = at + popc(mask & below);
                 keys[slot] = (u32)tile;

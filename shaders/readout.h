@@ -11,4 +11,5 @@
 #define RO_SQ 6        // float64 Σ(x−y)² (words 6,7)
 #define RO_SSIM 8      // float64 Σ SSIM map (words 8,9)
 #define RO_BIG 10      // splats queued for a warp each (bin)
+#define RO_BIGBITS 11  // words of hit bits the queued splats asked for (bin; more than fit: re-tested)
 #define RO_WORDS 16

@@ -1,6 +1,8 @@
 package fused
 
 import (
+	"fmt"
+
 	"github.com/rlxsplat/rlxsplat/internal/camera"
 	"github.com/rlxsplat/rlxsplat/internal/engine"
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
@@ -23,13 +25,13 @@ func (e *Engine) bin(cam *camera.Camera, shDegree int) error {
 	if err := e.dev.Launch(e.k.binCount, gpu.BlocksFor(uint32(n+1), 256), gpu.Dim3{256}, 0,
 		cb, gpu.Ptr(e.valid), gpu.Ptr(e.boundCenter), gpu.Ptr(e.boundQ), gpu.Ptr(e.rect), gpu.U32(conic),
 		gpu.I32(int32(e.bigArea)), gpu.Ptr(e.counts), gpu.Ptr(e.readoutBuf), gpu.Ptr(e.bigList),
-		gpu.Ptr(e.hitMask), gpu.Ptr(e.visFlags)); err != nil {
+		gpu.Ptr(e.hitMask), gpu.Ptr(e.visFlags), gpu.Ptr(e.bigOff), gpu.U32(uint32(e.bitsCap()))); err != nil {
 		return err
 	}
 	big := bigGrid(n)
 	if err := e.dev.Launch(e.k.binCountBig, big, gpu.Dim3{256}, 0,
 		cb, gpu.Ptr(e.boundCenter), gpu.Ptr(e.boundQ), gpu.Ptr(e.rect), gpu.U32(conic),
-		gpu.Ptr(e.readoutBuf), gpu.Ptr(e.bigList), gpu.Ptr(e.counts)); err != nil {
+		gpu.Ptr(e.readoutBuf), gpu.Ptr(e.bigList), gpu.Ptr(e.counts), gpu.Ptr(e.bigOff), gpu.Ptr(e.bigBits)); err != nil {
 		return err
 	}
 	// The visible splats, in id order, then sorted by depth.
@@ -63,7 +65,37 @@ func (e *Engine) bin(cam *camera.Camera, shDegree int) error {
 	}
 	return e.dev.Launch(e.k.binEmitBig, big, gpu.Dim3{256}, 0,
 		cb, gpu.Ptr(e.boundCenter), gpu.Ptr(e.boundQ), gpu.Ptr(e.rect), gpu.U32(conic),
-		gpu.Ptr(e.ranked), gpu.Ptr(e.rankOf), gpu.Ptr(e.readoutBuf), gpu.Ptr(e.bigList), gpu.Ptr(e.keys), gpu.Ptr(e.ids))
+		gpu.Ptr(e.ranked), gpu.Ptr(e.rankOf), gpu.Ptr(e.readoutBuf), gpu.Ptr(e.bigList), gpu.Ptr(e.keys), gpu.Ptr(e.ids),
+		gpu.Ptr(e.bigOff), gpu.Ptr(e.bigBits))
+}
+
+// minBigBits is the hit-bit words bin.cu's queued splats start with: 4 KiB, grown to what a
+// step asks for (growBigBits).
+const minBigBits = 1024
+
+// bitsCap is the hit-bit words bin_count may hand out: none when noBigBits (compare's check
+// of the path that tests the queued splats' tiles twice).
+func (e *Engine) bitsCap() int {
+	if e.noBigBits {
+		return 0
+	}
+	return e.bigBitsCap
+}
+
+// growBigBits makes room for the hit bits the last step's queued splats asked for (a quarter
+// more), so that the next step keeps them all; called only with no step queued, since the
+// buffer may be reallocated.
+func (e *Engine) growBigBits() error {
+	want := max(e.bigBitsWant, minBigBits)
+	if want <= e.bigBitsCap && e.bigBits != nil {
+		return nil
+	}
+	c := want + want/4
+	if err := e.ensure(&e.bigBits, c*4); err != nil {
+		return fmt.Errorf("fused: tile hit bits of %d words: %w", c, err)
+	}
+	e.bigBitsCap = c
+	return nil
 }
 
 // bigGrid is the grid of the warp-per-splat bin kernels: they loop over however many splats

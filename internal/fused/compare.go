@@ -164,6 +164,28 @@ func compare(dev gpu.Device, set engine.Settings, g *splat.Gaussians, v *engine.
 			r.count("bin warp per splat", 0, 1, fmt.Sprintf("%d splats binned a warp each", ro[roBig]))
 		}
 		r.lists("tile lists (warp per splat)", &pipe.Lists, int(ro[roEntries]))
+		// Again with their hit bits kept (this render grew the bits to what the last one
+		// asked for), and with none kept, so that every queued splat's tiles are tested twice.
+		for _, none := range []bool{false, true} {
+			fe.noBigBits = none
+			if _, err := fe.Render(cam, o.SHDegree, o.Background); err != nil {
+				return nil, fmt.Errorf("fused: compare: render with warp-per-splat binning: %w", err)
+			}
+			ro, err := fe.readout()
+			if err != nil {
+				return nil, fmt.Errorf("fused: compare: %w", err)
+			}
+			name, kept := "tile lists (warp per splat, hit bits kept)", fe.bigBitsCap >= int(ro[roBigBits])
+			if none {
+				name, kept = "tile lists (warp per splat, tiles tested twice)", true
+			}
+			if !kept {
+				r.count(name, 1, 1, fmt.Sprintf("%d words of hit bits asked for, %d held", ro[roBigBits], fe.bigBitsCap))
+				continue
+			}
+			r.lists(name, &pipe.Lists, int(ro[roEntries]))
+		}
+		fe.noBigBits = false
 		fe.bigArea = defaultBigArea
 	}
 
@@ -477,7 +499,7 @@ func (r *rows) lists(name string, want *prep.TileLists, entries int) {
 func (e *Engine) poison() error {
 	for _, b := range []gpu.Buffer{e.grads, e.valid, e.depth, e.opacity, e.color, e.mean2d, e.conic, e.rayU, e.rayA,
 		e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.counts, e.visFlags, e.depthKeys, e.order, e.depthKeysTmp, e.orderTmp, e.ranked, e.rankOf,
-		e.hitMask, e.keys, e.ids, e.keysTmp, e.idsTmp,
+		e.hitMask, e.bigOff, e.bigBits, e.keys, e.ids, e.keysTmp, e.idsTmp,
 		e.hist, e.tileOffsets, e.image, e.finalT, e.count, e.dImage, e.rays, e.hq, e.dmap, e.hd,
 		e.partAbs, e.partSq, e.partSSIM, e.tileWalk, e.chunkStart, e.chunkTile, e.chunkState} {
 		if b == nil {

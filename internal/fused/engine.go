@@ -48,6 +48,12 @@ type Engine struct {
 	pg                                                      gpu.Buffer // [pgFloats·capN]
 	grad2d, statAccum, statCount, statMaxRadius, counts     gpu.Buffer
 	bigList                                                 gpu.Buffer // bin.cu: splats queued for a warp each
+	bigOff                                                  gpu.Buffer // bin.cu: where each queued splat's hit bits start
+	// bin.cu: the queued splats' hit bits, bigBitsCap words (bigBitsWant: what the last step
+	// asked for); noBigBits hands out none (compare checks the re-testing path with it).
+	bigBits                 gpu.Buffer
+	bigBitsCap, bigBitsWant int
+	noBigBits               bool
 	// bin.cu's depth sort of the visible splats (their flags, scanned into places: n+1
 	// words; keys, ids and their ping-pong pair), the tile counts in depth order (scanned
 	// into offsets: n+1 words) and each splat's rank in that order.
@@ -259,7 +265,7 @@ func (e *Engine) growSplats(n int) error {
 		{&e.params, paramFloats}, {&e.grads, paramFloats}, {&e.adamM, paramFloats}, {&e.adamV, paramFloats},
 		{&e.valid, 1}, {&e.depth, 1}, {&e.opacity, 1}, {&e.color, 3}, {&e.mean2d, 2}, {&e.conic, 3},
 		{&e.boundCenter, 2}, {&e.boundQ, 3}, {&e.rect, 4}, {&e.radius, 1}, {&e.pg, pgFloats},
-		{&e.grad2d, 1}, {&e.bigList, 1}, {&e.statAccum, 1}, {&e.statCount, 1}, {&e.statMaxRadius, 1},
+		{&e.grad2d, 1}, {&e.bigList, 1}, {&e.bigOff, 1}, {&e.statAccum, 1}, {&e.statCount, 1}, {&e.statMaxRadius, 1},
 		{&e.depthKeys, 1}, {&e.order, 1}, {&e.depthKeysTmp, 1}, {&e.orderTmp, 1}, {&e.rankOf, 1},
 		{&e.hitMask, 1},
 	}
@@ -705,7 +711,7 @@ func (e *Engine) release() error {
 	}
 	e.targets = nil
 	bufs := []gpu.Buffer{e.params, e.grads, e.adamM, e.adamV, e.valid, e.depth, e.opacity, e.color, e.mean2d,
-		e.conic, e.rayU, e.rayA, e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.bigList, e.editSrc, e.statAccum,
+		e.conic, e.rayU, e.rayA, e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.bigList, e.bigOff, e.bigBits, e.editSrc, e.statAccum,
 		e.statCount, e.statMaxRadius, e.counts, e.visFlags, e.depthKeys, e.order, e.depthKeysTmp, e.orderTmp, e.ranked, e.rankOf, e.hitMask, e.keys, e.ids, e.keysTmp, e.idsTmp, e.hist, e.tileOffsets,
 		e.tileWalk, e.chunkStart, e.chunkTile, e.chunkState,
 		e.image, e.finalT, e.count, e.dImage, e.rays, e.hq, e.dmap, e.hd, e.partAbs, e.partSq, e.partSSIM,

@@ -15,6 +15,7 @@ const (
 	roSq        = 6  // float64 in words 6,7
 	roSSIM      = 8  // float64 in words 8,9
 	roBig       = 10 // splats bin_count queued for a warp each
+	roBigBits   = 11 // words of hit bits they asked for (bin.cu)
 	roWords     = 16
 )
 

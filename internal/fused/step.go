@@ -155,6 +155,9 @@ func (e *Engine) Submit(v *engine.View, o engine.StepOptions) error {
 			prev = nil
 		}
 	}
+	if err := e.growBigBits(); err != nil { // a no-op while prev runs (fits)
+		return err
+	}
 	t := e.adamStep + 1
 	if prev != nil {
 		t++
@@ -200,7 +203,7 @@ func (e *Engine) Collect() (engine.StepResult, error) {
 func (e *Engine) fits(v *engine.View) bool {
 	w, h, ts := v.Camera.Width, v.Camera.Height, e.set.TileSize
 	tiles := ((w + ts - 1) / ts) * ((h + ts - 1) / ts)
-	if w*h > e.pxCap || tiles+1 > e.tileCap || e.keys == nil {
+	if w*h > e.pxCap || tiles+1 > e.tileCap || e.keys == nil || e.bigBits == nil || max(e.bigBitsWant, minBigBits) > e.bigBitsCap {
 		return false
 	}
 	t := e.targets[v.Index]
@@ -294,6 +297,7 @@ func (e *Engine) readSlot(slot int) (readout, error) {
 func (e *Engine) complete(q *inflight, ro *readout) error {
 	w, h := q.cam.Width, q.cam.Height
 	e.adamStep = q.t
+	e.bigBitsWant = int(ro[roBigBits])
 	res := engine.StepResult{
 		Visible: int(ro[roVisible]), Entries: int(ro[roEntries]), NonFinite: int(ro[roNonFinite]),
 	}
@@ -354,6 +358,9 @@ func (e *Engine) Render(cam *camera.Camera, shDegree int, bg [3]float32) ([]floa
 	if err := e.growPixels(cam.Width, cam.Height); err != nil {
 		return nil, err
 	}
+	if err := e.growBigBits(); err != nil {
+		return nil, err
+	}
 	e.useSlot(0, nil)
 	e.timed = false
 	for attempt := 1; ; attempt++ {
@@ -364,6 +371,7 @@ func (e *Engine) Render(cam *camera.Camera, shDegree int, bg [3]float32) ([]floa
 		if err != nil {
 			return nil, fmt.Errorf("fused: render: %w", err)
 		}
+		e.bigBitsWant = int(ro[roBigBits])
 		if ro[roAbort] == 0 {
 			break
 		}
