@@ -3,19 +3,42 @@
 // (internal/loss/evaluator.go is the CPU twin; the filters sum their taps in the same order with
 // the same rounding). Images are [H*W,3] f32, row-major.
 //
-// Every kernel: one thread per pixel, i = BID*BDIM + TID, blocks of exactly 256 threads;
-// nothing runs when readout[RO_ABORT] is set.
-// loss_pointwise: partial sums of |x−y| and (x−y)² per block (f64 partAbs, partSq [blocks]);
-//   the MSE gradient when kind is mse; for the SSIM kinds the five quantities x, y, x², y², xy
-//   of each channel filtered along x into hq [H*W,15].
-// loss_ssim: hq filtered along y gives μx, μy, E[x²], E[y²], E[xy]; the SSIM map's partial sums
-//   per block (f64 partSsim); with a gradient, the map's partials with respect to μx, E[x²] and
-//   E[xy] into dmap [H*W,9].
-// loss_ssim_dx: dmap filtered along x into hd [H*W,9].
-// loss_ssim_grad: hd filtered along y; grad = pointwise term + ssimCoef·(G*∂S/∂μx + 2x·G*∂S/∂E[x²]
-//   + y·G*∂S/∂E[xy]).
+// The image is cut into TILE×TILE tiles of output pixels, one block of 256 threads a tile (a
+// 1-D grid in row-major tile order; thread TID owns pixel (TID % TILE, TID / TILE) of its
+// tile). A tile stages its SPAN×SPAN window (the tile and its RADIUS-pixel halo) in shared
+// memory and runs both passes of the separable filter there: the maps filtered along x alone
+// (15 and 9 floats a pixel) never go through global memory, and one kernel does what took a
+// launch per pass. Only dmap does, between the two kernels, because its filter needs the map
+// over the halo, which needs the image over twice the halo. The price is the halo: the window
+// is 2.6 times the tile, and the pass along x runs over 26 rows for 16 (static shared memory:
+// loss_map 41 KB, loss_grad 39 KB). Nothing runs when readout[RO_ABORT] is set: whole blocks
+// return before their first barrier.
+// loss_map: per tile, the partial sums of |x−y| and (x−y)² (f64 partAbs, partSq [tiles]) and
+//   the MSE gradient when kind is mse. For the SSIM kinds: x, y, x², y², xy of each channel
+//   filtered along x over the window's rows, then along y, give μx, μy, E[x²], E[y²], E[xy];
+//   the SSIM map's partial sum per tile (f64 partSsim) and the map's partials with respect to
+//   μx, E[x²] and E[xy] into dmap [9, H*W], planar (plane c*3 + {∂μx, ∂E[x²], ∂E[xy]}), so
+//   that a warp's stores of a plane are two runs of 16 consecutive floats rather than 32
+//   scattered ones. partSsim is 0 without SSIM.
+// loss_grad (SSIM kinds): dmap filtered along x then y over the tile's window; grad = pointwise
+//   term + ssimCoef·(G*∂S/∂μx + 2x·G*∂S/∂E[x²] + y·G*∂S/∂E[xy]).
 // loss_finish: one block of 256 threads sums the partials in a fixed order into the readout's
 //   float64 words (deterministic run to run).
+//
+// Zero padding: the staged window holds 0 outside the image. A filter tap on it adds
+// mul_rn(k, 0) = +0 to its running sum, which starts at +0 and so is never −0: adding +0 leaves
+// it unchanged bit for bit, the same as skipping the tap as the CPU twin does. This is why the
+// filters need no border cases; dmap outside the image is staged as 0 too (it is not the map's
+// formula applied to zero inputs).
+//
+// Shared layout: each staged quantity is a column-major plane of the window, element
+// (col, row) at col*SPAN + row, planes PLANE floats apart; the horizontal pass writes its
+// outputs (TILE columns × SPAN rows) column-major as well, planes HPX apart. The horizontal
+// pass gives work item p = col*SPAN + row to consecutive threads, so tap t reads plane[p +
+// t*SPAN]: consecutive words, no bank conflicts. The vertical pass reads (tx*SPAN + ty + t) for
+// a warp's 16 tx and two ty: 26·tx mod 32 runs through the 16 even banks, and the two rows add
+// an even and an odd offset, so it is free of conflicts too. PLANE is odd so that stage_rgb's
+// stores, which run over the channels of neighbouring pixels, spread over the banks.
 #include "prelude_cuda.h"
 #include "common.h"
 #include "readout.h"
@@ -24,8 +47,14 @@
 #define KIND_MSE 1
 #define KIND_MSESSIM 2
 #define RADIUS 5
+#define TAPS (2 * RADIUS + 1)
 #define SSIM_C1 1e-4f
 #define SSIM_C2 9e-4f
+
+#define TILE 16u                    // output pixels per tile edge (internal/fused/loss.go lossTile)
+#define SPAN (TILE + 2u * RADIUS)   // 26: the tile and its halo
+#define PLANE (SPAN * SPAN + 1u)    // 677: floats per staged plane (odd: see above)
+#define HPX (TILE * SPAN)           // 416: horizontal-pass outputs per plane (13 warps' worth)
 
 // LossP is passed by value (internal/fused/loss.go): 17 four-byte words.
 struct LossP {
@@ -34,176 +63,242 @@ struct LossP {
     float kern[11];
 };
 
-// block_sum2 reduces a and b over the block (256 threads) in a fixed tree order; thread 0 gets
-// the sums.
-DEVICE void block_sum2(double* s, double a, double b)
+// TileAt is the tile of block BID and the pixel thread TID owns in it.
+struct TileAt {
+    int x0, y0;  // the tile's first pixel
+    u32 tx, ty;  // the thread's pixel within the tile
+    bool in;     // the pixel is inside the image
+    u32 i;       // its index when in
+};
+
+DEVICE TileAt tile_at(const LossP& lp)
+{
+    TileAt t;
+    u32 tilesX = ((u32)lp.W + TILE - 1u) / TILE;
+    t.x0 = (int)((BID % tilesX) * TILE);
+    t.y0 = (int)((BID / tilesX) * TILE);
+    t.tx = TID % TILE;
+    t.ty = TID / TILE;
+    int x = t.x0 + (int)t.tx, y = t.y0 + (int)t.ty;
+    t.in = x < lp.W && y < lp.H;
+    t.i = t.in ? (u32)y * (u32)lp.W + (u32)x : 0u;
+    return t;
+}
+
+// in_image says whether window element (col, row) of the tile is a pixel of the image, and
+// which.
+DEVICE bool in_image(const LossP& lp, const TileAt& tl, u32 col, u32 row, u32& j)
+{
+    int gx = tl.x0 - RADIUS + (int)col, gy = tl.y0 - RADIUS + (int)row;
+    j = (u32)gy * (u32)lp.W + (u32)gx;
+    return gx >= 0 && gx < lp.W && gy >= 0 && gy < lp.H;
+}
+
+// stage_rgb copies the tile's SPAN×SPAN window of an image ([H*W, 3]) into 3 planes of dst, 0
+// outside the image. k runs over the window row by row, channel fastest, so that a warp reads
+// a contiguous stretch of an image row.
+DEVICE void stage_rgb(float* dst, const GPTR float* src, const LossP& lp, const TileAt& tl)
+{
+    for (u32 k = TID; k < SPAN * SPAN * 3u; k += 256u) {
+        u32 row = k / (SPAN * 3u), rem = k - row * (SPAN * 3u);
+        u32 col = rem / 3u, c = rem - col * 3u;
+        u32 j;
+        dst[c * PLANE + col * SPAN + row] = in_image(lp, tl, col, row, j) ? src[j * 3u + c] : 0.0f;
+    }
+}
+
+// stage_dmap copies the tile's window of dmap's 9 planes into 9 planes of dst, 0 outside the
+// image; k runs along the window's rows.
+DEVICE void stage_dmap(float* dst, const GPTR float* dmap, const LossP& lp, const TileAt& tl)
+{
+    u32 npx = (u32)lp.W * (u32)lp.H;
+    for (u32 k = TID; k < 9u * SPAN * SPAN; k += 256u) {
+        u32 q = k / (SPAN * SPAN), rem = k - q * (SPAN * SPAN);
+        u32 row = rem / SPAN, col = rem - row * SPAN;
+        u32 j;
+        dst[q * PLANE + col * SPAN + row] = in_image(lp, tl, col, row, j) ? dmap[q * npx + j] : 0.0f;
+    }
+}
+
+// block_sum3 reduces a, b and c over the block (256 threads; s holds 768) in a fixed tree
+// order; thread 0 gets the sums in s[0], s[256], s[512].
+DEVICE void block_sum3(double* s, double a, double b, double c)
 {
     s[TID] = a;
     s[256 + TID] = b;
+    s[512 + TID] = c;
     BARRIER();
     for (u32 st = 128u; st > 0u; st >>= 1) {
         if (TID < st) {
             s[TID] += s[TID + st];
             s[256 + TID] += s[256 + TID + st];
+            s[512 + TID] += s[512 + TID + st];
         }
         BARRIER();
     }
 }
 
-KERNEL loss_pointwise(LossP lp, const GPTR u32* readout, const GPTR float* img, const GPTR float* target,
-                      GPTR float* grad, GPTR float* hq, GPTR double* partAbs, GPTR double* partSq)
+KERNEL loss_map(LossP lp, const GPTR u32* readout, const GPTR float* img, const GPTR float* target,
+                GPTR float* grad, GPTR float* dmap, GPTR double* partAbs, GPTR double* partSq,
+                GPTR double* partSsim)
 {
     if (readout[RO_ABORT]) return;
-    SHARED double s[512];
-    u32 npx = (u32)lp.W * (u32)lp.H;
-    u32 i = BID * BDIM + TID;
-    double sa = 0.0, sq = 0.0;
-    if (i < npx) {
-        int x = (int)(i % (u32)lp.W);
-        for (int c = 0; c < 3; c++) {
-            float a = img[i * 3 + c], b = target[i * 3 + c];
-            double d = (double)a - (double)b;
-            sa += d < 0.0 ? -d : d;
-            sq += d * d;
-            if (lp.kind == KIND_MSE) grad[i * 3 + c] = mul_rn(lp.pointCoef, a - b);
-        }
-        if (lp.ssim) {
-            float acc[15];
-            for (int q = 0; q < 15; q++) acc[q] = 0.0f;
-            for (int t = -RADIUS; t <= RADIUS; t++) {
-                int xs = x + t;
-                if (xs < 0 || xs >= lp.W) continue;
-                float k = lp.kern[t + RADIUS];
-                u32 j = i + (u32)(xs - x);
-                for (int c = 0; c < 3; c++) {
-                    float a = img[j * 3 + c], b = target[j * 3 + c];
-                    acc[c * 5] = acc[c * 5] + mul_rn(k, a);
-                    acc[c * 5 + 1] = acc[c * 5 + 1] + mul_rn(k, b);
-                    acc[c * 5 + 2] = acc[c * 5 + 2] + mul_rn(k, mul_rn(a, a));
-                    acc[c * 5 + 3] = acc[c * 5 + 3] + mul_rn(k, mul_rn(b, b));
-                    acc[c * 5 + 4] = acc[c * 5 + 4] + mul_rn(k, mul_rn(a, b));
-                }
+    // The staged image (planes 0..2) and target (3..5); afterwards the reduction's scratch
+    // (768 doubles of its 2031), declared double so that either use is aligned.
+    SHARED double sStage[3u * PLANE];
+    // The horizontal pass: plane c*5 + {x, y, x², y², xy} of channel c.
+    SHARED float sH[15u * HPX];
+    float* sIn = (float*)sStage;
+    TileAt tl = tile_at(lp);
+    double sa = 0.0, sq = 0.0, sm = 0.0;
+    if (!lp.ssim) {
+        if (tl.in) {
+            for (u32 c = 0; c < 3u; c++) {
+                float a = img[tl.i * 3u + c], b = target[tl.i * 3u + c];
+                double d = (double)a - (double)b;
+                sa += d < 0.0 ? -d : d;
+                sq += d * d;
+                if (lp.kind == KIND_MSE) grad[tl.i * 3u + c] = mul_rn(lp.pointCoef, a - b);
             }
-            for (int q = 0; q < 15; q++) hq[i * 15 + q] = acc[q];
         }
-    }
-    block_sum2(s, sa, sq);
-    if (TID == 0u) {
-        partAbs[BID] = s[0];
-        partSq[BID] = s[256];
-    }
-}
-
-KERNEL loss_ssim(LossP lp, const GPTR u32* readout, const GPTR float* hq, GPTR float* dmap, u32 wantGrad,
-                 GPTR double* partSsim)
-{
-    if (readout[RO_ABORT]) return;
-    SHARED double s[512];
-    u32 npx = (u32)lp.W * (u32)lp.H;
-    u32 i = BID * BDIM + TID;
-    double sum = 0.0;
-    if (i < npx) {
-        int y = (int)(i / (u32)lp.W);
+    } else {
+        stage_rgb(sIn, img, lp, tl);
+        stage_rgb(sIn + 3u * PLANE, target, lp, tl);
+        BARRIER();
+        const u32 own = (tl.tx + RADIUS) * SPAN + tl.ty + RADIUS;
+        if (tl.in) {
+            for (u32 c = 0; c < 3u; c++) {
+                float a = sIn[c * PLANE + own], b = sIn[(3u + c) * PLANE + own];
+                double d = (double)a - (double)b;
+                sa += d < 0.0 ? -d : d;
+                sq += d * d;
+            }
+        }
+        // Along x, for the TILE columns over all SPAN rows of the window: 3·HPX items.
+        for (u32 k = TID; k < 3u * HPX; k += 256u) {
+            u32 c = k / HPX, p = k - c * HPX;
+            const float* pa = sIn + c * PLANE + p;
+            const float* pb = sIn + (3u + c) * PLANE + p;
+            float q0 = 0.0f, q1 = 0.0f, q2 = 0.0f, q3 = 0.0f, q4 = 0.0f;
+            for (u32 t = 0; t < TAPS; t++) {
+                float kk = lp.kern[t];
+                float a = pa[t * SPAN], b = pb[t * SPAN];
+                q0 = q0 + mul_rn(kk, a);
+                q1 = q1 + mul_rn(kk, b);
+                q2 = q2 + mul_rn(kk, mul_rn(a, a));
+                q3 = q3 + mul_rn(kk, mul_rn(b, b));
+                q4 = q4 + mul_rn(kk, mul_rn(a, b));
+            }
+            float* o = sH + c * 5u * HPX + p;
+            o[0] = q0;
+            o[HPX] = q1;
+            o[2u * HPX] = q2;
+            o[3u * HPX] = q3;
+            o[4u * HPX] = q4;
+        }
+        BARRIER();
+        // Along y, for the thread's own pixel.
+        const u32 col = tl.tx * SPAN + tl.ty;
         float m[15];
-        for (int q = 0; q < 15; q++) m[q] = 0.0f;
-        for (int t = -RADIUS; t <= RADIUS; t++) {
-            int ys = y + t;
-            if (ys < 0 || ys >= lp.H) continue;
-            float k = lp.kern[t + RADIUS];
-            u32 j = (u32)((int)i + t * lp.W);
-            for (int q = 0; q < 15; q++) m[q] = m[q] + mul_rn(k, hq[j * 15 + q]);
+        for (u32 q = 0; q < 15u; q++) m[q] = 0.0f;
+        for (u32 t = 0; t < TAPS; t++) {
+            float kk = lp.kern[t];
+            for (u32 q = 0; q < 15u; q++) m[q] = m[q] + mul_rn(kk, sH[q * HPX + col + t]);
         }
-        for (int c = 0; c < 3; c++) {
-            float mx = m[c * 5], my = m[c * 5 + 1];
-            float sx = m[c * 5 + 2] - mul_rn(mx, mx);
-            float sy = m[c * 5 + 3] - mul_rn(my, my);
-            float sxy = m[c * 5 + 4] - mul_rn(mx, my);
-            float a1 = mul_rn(mul_rn(2.0f, mx), my) + SSIM_C1;
-            float a2 = mul_rn(2.0f, sxy) + SSIM_C2;
-            float b1 = mul_rn(mx, mx) + mul_rn(my, my) + SSIM_C1;
-            float b2 = sx + sy + SSIM_C2;
-            float inv = 1.0f / mul_rn(b1, b2);
-            float sv = mul_rn(mul_rn(a1, a2), inv);
-            sum += (double)sv;
-            if (wantGrad) {
-                dmap[i * 9 + c * 3] = mul_rn(mul_rn(mul_rn(2.0f, my), a2 - a1), inv) - mul_rn(mul_rn(mul_rn(2.0f, mx), sv), 1.0f / b1 - 1.0f / b2);
-                dmap[i * 9 + c * 3 + 1] = -sv / b2;
-                dmap[i * 9 + c * 3 + 2] = mul_rn(mul_rn(2.0f, a1), inv);
+        if (tl.in) {
+            u32 npx = (u32)lp.W * (u32)lp.H;
+            for (u32 c = 0; c < 3u; c++) {
+                float mx = m[c * 5], my = m[c * 5 + 1];
+                float sx = m[c * 5 + 2] - mul_rn(mx, mx);
+                float sy = m[c * 5 + 3] - mul_rn(my, my);
+                float sxy = m[c * 5 + 4] - mul_rn(mx, my);
+                float a1 = mul_rn(mul_rn(2.0f, mx), my) + SSIM_C1;
+                float a2 = mul_rn(2.0f, sxy) + SSIM_C2;
+                float b1 = mul_rn(mx, mx) + mul_rn(my, my) + SSIM_C1;
+                float b2 = sx + sy + SSIM_C2;
+                float inv = 1.0f / mul_rn(b1, b2);
+                float sv = mul_rn(mul_rn(a1, a2), inv);
+                sm += (double)sv;
+                GPTR float* dm = dmap + c * 3u * npx + tl.i;
+                dm[0] = mul_rn(mul_rn(mul_rn(2.0f, my), a2 - a1), inv) - mul_rn(mul_rn(mul_rn(2.0f, mx), sv), 1.0f / b1 - 1.0f / b2);
+                dm[npx] = -sv / b2;
+                dm[2u * npx] = mul_rn(mul_rn(2.0f, a1), inv);
             }
         }
+        // sStage is free again: its last reads were the horizontal pass's, before the barrier.
     }
-    block_sum2(s, sum, 0.0);
-    if (TID == 0u) partSsim[BID] = s[0];
+    block_sum3(sStage, sa, sq, sm);
+    if (TID == 0u) {
+        partAbs[BID] = sStage[0];
+        partSq[BID] = sStage[256];
+        partSsim[BID] = sStage[512];
+    }
 }
 
-KERNEL loss_ssim_dx(LossP lp, const GPTR u32* readout, const GPTR float* dmap, GPTR float* hd)
+KERNEL loss_grad(LossP lp, const GPTR u32* readout, const GPTR float* dmap, const GPTR float* img,
+                 const GPTR float* target, GPTR float* grad)
 {
     if (readout[RO_ABORT]) return;
-    u32 npx = (u32)lp.W * (u32)lp.H;
-    u32 i = BID * BDIM + TID;
-    if (i >= npx) return;
-    int x = (int)(i % (u32)lp.W);
-    float acc[9];
-    for (int q = 0; q < 9; q++) acc[q] = 0.0f;
-    for (int t = -RADIUS; t <= RADIUS; t++) {
-        int xs = x + t;
-        if (xs < 0 || xs >= lp.W) continue;
-        float k = lp.kern[t + RADIUS];
-        u32 j = i + (u32)(xs - x);
-        for (int q = 0; q < 9; q++) acc[q] = acc[q] + mul_rn(k, dmap[j * 9 + q]);
+    SHARED float sD[9u * PLANE];  // the staged dmap: plane c*3 + {∂μx, ∂E[x²], ∂E[xy]}
+    SHARED float sHd[9u * HPX];   // its horizontal pass, same planes
+    TileAt tl = tile_at(lp);
+    stage_dmap(sD, dmap, lp, tl);
+    BARRIER();
+    for (u32 k = TID; k < 3u * HPX; k += 256u) {
+        u32 c = k / HPX, p = k - c * HPX;
+        const float* src = sD + 3u * c * PLANE + p;
+        float h0 = 0.0f, h1 = 0.0f, h2 = 0.0f;
+        for (u32 t = 0; t < TAPS; t++) {
+            float kk = lp.kern[t];
+            h0 = h0 + mul_rn(kk, src[t * SPAN]);
+            h1 = h1 + mul_rn(kk, src[PLANE + t * SPAN]);
+            h2 = h2 + mul_rn(kk, src[2u * PLANE + t * SPAN]);
+        }
+        float* o = sHd + 3u * c * HPX + p;
+        o[0] = h0;
+        o[HPX] = h1;
+        o[2u * HPX] = h2;
     }
-    for (int q = 0; q < 9; q++) hd[i * 9 + q] = acc[q];
-}
-
-KERNEL loss_ssim_grad(LossP lp, const GPTR u32* readout, const GPTR float* hd, const GPTR float* img,
-                      const GPTR float* target, GPTR float* grad)
-{
-    if (readout[RO_ABORT]) return;
-    u32 npx = (u32)lp.W * (u32)lp.H;
-    u32 i = BID * BDIM + TID;
-    if (i >= npx) return;
-    int y = (int)(i / (u32)lp.W);
+    BARRIER();
+    if (!tl.in) return; // no barrier follows
+    const u32 col = tl.tx * SPAN + tl.ty;
     float gd[9];
-    for (int q = 0; q < 9; q++) gd[q] = 0.0f;
-    for (int t = -RADIUS; t <= RADIUS; t++) {
-        int ys = y + t;
-        if (ys < 0 || ys >= lp.H) continue;
-        float k = lp.kern[t + RADIUS];
-        u32 j = (u32)((int)i + t * lp.W);
-        for (int q = 0; q < 9; q++) gd[q] = gd[q] + mul_rn(k, hd[j * 9 + q]);
+    for (u32 q = 0; q < 9u; q++) gd[q] = 0.0f;
+    for (u32 t = 0; t < TAPS; t++) {
+        float kk = lp.kern[t];
+        for (u32 q = 0; q < 9u; q++) gd[q] = gd[q] + mul_rn(kk, sHd[q * HPX + col + t]);
     }
-    for (int c = 0; c < 3; c++) {
-        float a = img[i * 3 + c], b = target[i * 3 + c];
+    u32 i = tl.i;
+    for (u32 c = 0; c < 3u; c++) {
+        float a = img[i * 3u + c], b = target[i * 3u + c];
         float ds = gd[c * 3] + mul_rn(mul_rn(2.0f, a), gd[c * 3 + 1]) + mul_rn(b, gd[c * 3 + 2]);
         float pt;
         if (lp.kind == KIND_L1SSIM)
             pt = a > b ? lp.pointCoef : (a < b ? -lp.pointCoef : 0.0f);
         else
             pt = mul_rn(lp.pointCoef, a - b);
-        grad[i * 3 + c] = pt + mul_rn(lp.ssimCoef, ds);
+        grad[i * 3u + c] = pt + mul_rn(lp.ssimCoef, ds);
     }
 }
 
 // One block of 256 threads; thread t sums partials t, t+256, ... in order, then a fixed tree.
+// loss_map writes all three partials of every tile (partSsim 0 without SSIM).
 KERNEL loss_finish(const GPTR double* partAbs, const GPTR double* partSq, const GPTR double* partSsim,
-                   u32 blocks, u32 ssim, GPTR u32* readout)
+                   u32 blocks, GPTR u32* readout)
 {
     if (readout[RO_ABORT]) return;
-    SHARED double s[512];
+    SHARED double s[768];
     double a = 0.0, q = 0.0, m = 0.0;
     for (u32 b = TID; b < blocks; b += 256u) {
         a += partAbs[b];
         q += partSq[b];
-        if (ssim) m += partSsim[b];
+        m += partSsim[b];
     }
-    block_sum2(s, a, q);
-    double sa = s[0], sq = s[256];
-    BARRIER();
-    block_sum2(s, m, 0.0);
+    block_sum3(s, a, q, m);
     if (TID == 0u) {
         GPTR double* out = (GPTR double*)readout;
-        out[RO_L1 / 2] = sa;
-        out[RO_SQ / 2] = sq;
-        out[RO_SSIM / 2] = s[0];
+        out[RO_L1 / 2] = s[0];
+        out[RO_SQ / 2] = s[256];
+        out[RO_SSIM / 2] = s[512];
     }
 }

@@ -80,10 +80,10 @@ type Engine struct {
 	bwdMaxBlocks                                int // raster_bwd's grid cap (chunks.go)
 
 	// Per pixel, for images of up to pxCap pixels.
-	pxCap                                            int
-	image, finalT, count, dImage, rays, hq, dmap, hd gpu.Buffer
-	partAbs, partSq, partSSIM                        gpu.Buffer
-	raysFor                                          *camera.Camera // the camera rays holds, nil if none
+	pxCap                                    int
+	image, finalT, count, dImage, rays, dmap gpu.Buffer
+	partAbs, partSq, partSSIM                gpu.Buffer
+	raysFor                                  *camera.Camera // the camera rays holds, nil if none
 
 	dummy   gpu.Buffer // bound to pointer arguments a mode does not use
 	targets map[int]*target
@@ -363,14 +363,14 @@ func (e *Engine) growPixels(w, h int) error {
 		return nil
 	}
 	e.raysFor = nil
-	blocks := (npx + 255) / 256
+	parts := maxLossTiles(npx) // loss.cu's per-tile partial sums, whatever the image's shape
 	bufs := []struct {
 		b     *gpu.Buffer
 		bytes int
 	}{
 		{&e.image, npx * 12}, {&e.finalT, npx * 4}, {&e.count, npx * 4}, {&e.dImage, npx * 12},
-		{&e.hq, npx * 15 * 4}, {&e.dmap, npx * 9 * 4}, {&e.hd, npx * 9 * 4},
-		{&e.partAbs, blocks * 8}, {&e.partSq, blocks * 8}, {&e.partSSIM, blocks * 8},
+		{&e.dmap, npx * 9 * 4},
+		{&e.partAbs, parts * 8}, {&e.partSq, parts * 8}, {&e.partSSIM, parts * 8},
 	}
 	if e.set.Render == prep.Ray {
 		bufs = append(bufs, struct {
@@ -714,7 +714,7 @@ func (e *Engine) release() error {
 		e.conic, e.rayU, e.rayA, e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.bigList, e.bigOff, e.bigBits, e.editSrc, e.statAccum,
 		e.statCount, e.statMaxRadius, e.counts, e.visFlags, e.depthKeys, e.order, e.depthKeysTmp, e.orderTmp, e.ranked, e.rankOf, e.hitMask, e.keys, e.ids, e.keysTmp, e.idsTmp, e.hist, e.tileOffsets,
 		e.tileWalk, e.chunkStart, e.chunkTile, e.chunkState,
-		e.image, e.finalT, e.count, e.dImage, e.rays, e.hq, e.dmap, e.hd, e.partAbs, e.partSq, e.partSSIM,
+		e.image, e.finalT, e.count, e.dImage, e.rays, e.dmap, e.partAbs, e.partSq, e.partSSIM,
 		e.readouts[0], e.readouts[1], e.dummy}
 	bufs = append(bufs, e.scanSums...)
 	for _, b := range bufs {

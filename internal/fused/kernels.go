@@ -11,21 +11,20 @@ import (
 type kernels struct {
 	mods []gpu.Module
 
-	project, pixelRays                  gpu.Kernel
-	binCount, binCompact, binRank       gpu.Kernel
-	binTotal, binEmit                   gpu.Kernel
-	binCountBig, binEmitBig             gpu.Kernel
-	scanBlocks, scanAdd                 gpu.Kernel
-	sortHist, sortScatter               gpu.Kernel
-	tileRanges                          gpu.Kernel
-	rasterFwdEWA, rasterFwdRay          gpu.Kernel // one entry point per render model
-	rasterBwdEWA, rasterBwdRay          gpu.Kernel
-	rasterBwdChunks                     gpu.Kernel
-	lossPointwise, lossSSIM, lossSSIMDx gpu.Kernel
-	lossSSIMGrad, lossFinish            gpu.Kernel
-	projectBwd                          gpu.Kernel
-	adamStep, opacityReset              gpu.Kernel
-	gatherRows                          gpu.Kernel
+	project, pixelRays            gpu.Kernel
+	binCount, binCompact, binRank gpu.Kernel
+	binTotal, binEmit             gpu.Kernel
+	binCountBig, binEmitBig       gpu.Kernel
+	scanBlocks, scanAdd           gpu.Kernel
+	sortHist, sortScatter         gpu.Kernel
+	tileRanges                    gpu.Kernel
+	rasterFwdEWA, rasterFwdRay    gpu.Kernel // one entry point per render model
+	rasterBwdEWA, rasterBwdRay    gpu.Kernel
+	rasterBwdChunks               gpu.Kernel
+	lossMap, lossGrad, lossFinish gpu.Kernel
+	projectBwd                    gpu.Kernel
+	adamStep, opacityReset        gpu.Kernel
+	gatherRows                    gpu.Kernel
 }
 
 // loadKernels compiles the engine's kernel files (from the disk cache, NVRTC or the embedded
@@ -43,8 +42,7 @@ func loadKernels(dev gpu.Device) (*kernels, error) {
 		{"sort.cu", map[string]*gpu.Kernel{"sort_hist": &k.sortHist, "sort_scatter": &k.sortScatter}},
 		{"ranges.cu", map[string]*gpu.Kernel{"tile_ranges": &k.tileRanges}},
 		{"raster_fwd.cu", map[string]*gpu.Kernel{"raster_fwd_ewa": &k.rasterFwdEWA, "raster_fwd_ray": &k.rasterFwdRay}},
-		{"loss.cu", map[string]*gpu.Kernel{"loss_pointwise": &k.lossPointwise, "loss_ssim": &k.lossSSIM,
-			"loss_ssim_dx": &k.lossSSIMDx, "loss_ssim_grad": &k.lossSSIMGrad, "loss_finish": &k.lossFinish}},
+		{"loss.cu", map[string]*gpu.Kernel{"loss_map": &k.lossMap, "loss_grad": &k.lossGrad, "loss_finish": &k.lossFinish}},
 		{"raster_bwd.cu", map[string]*gpu.Kernel{"raster_bwd_ewa": &k.rasterBwdEWA, "raster_bwd_ray": &k.rasterBwdRay,
 			"raster_bwd_chunks": &k.rasterBwdChunks}},
 		{"project_bwd.cu", map[string]*gpu.Kernel{"project_bwd": &k.projectBwd}},

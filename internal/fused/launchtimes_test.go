@@ -54,7 +54,7 @@ func TestLaunchTimes(t *testing.T) {
 	}
 	// The stages' first kernels, in pipeline order.
 	at := 0
-	for _, k := range []string{"project", "bin_count", "bin_total", "tile_ranges", "raster_fwd_ewa", "loss_pointwise", "raster_bwd_ewa", "project_bwd", "adam_step"} {
+	for _, k := range []string{"project", "bin_count", "bin_total", "tile_ranges", "raster_fwd_ewa", "loss_map", "raster_bwd_ewa", "project_bwd", "adam_step"} {
 		i := slices.Index(runs[0][at:], k)
 		if i < 0 {
 			t.Fatalf("no %s launch after launch %d: %v", k, at, runs[0])

@@ -43,36 +43,38 @@ func lossBytes(kind loss.Kind, lambda float32, w, h int) []byte {
 	return b.b
 }
 
+// lossTile is the edge of loss.cu's square tiles of output pixels (TILE there): one block of
+// 256 threads a tile.
+const lossTile = 16
+
+// lossTiles is loss.cu's grid for a w×h image: its tiles, row by row.
+func lossTiles(w, h int) int {
+	return ((w + lossTile - 1) / lossTile) * ((h + lossTile - 1) / lossTile)
+}
+
+// maxLossTiles bounds lossTiles(w, h) over every w, h with w·h ≤ npx, so that growPixels can
+// size the per-tile partial sums by the pixel count alone, as it does every other per-pixel
+// buffer (and fits need not check them): if w ≤ 16, lossTiles is ⌈h/16⌉ ≤ ⌈npx/16⌉, and
+// likewise for h ≤ 16; otherwise ⌈w/16⌉ < 2w/16 and ⌈h/16⌉ < 2h/16, so it is below npx/64.
+func maxLossTiles(npx int) int { return (npx + lossTile - 1) / lossTile }
+
 // loss launches loss.cu (design.md §5 step 5): the sums into the readout and dL/dimage into
-// dImage.
+// dImage. Three launches with SSIM (loss_map, loss_grad, loss_finish), two without.
 func (e *Engine) loss(target gpu.Buffer, w, h int) error {
-	npx := w * h
-	blocks := uint32((npx + 255) / 256)
+	tiles := uint32(lossTiles(w, h))
 	lp := gpu.Bytes(lossBytes(e.set.Loss, e.set.SSIMLambda, w, h))
 	ro := gpu.Ptr(e.readoutBuf)
 	d := e.dev
-	if err := d.Launch(e.k.lossPointwise, gpu.Dim3{blocks}, gpu.Dim3{256}, 0, lp, ro, gpu.Ptr(e.image), gpu.Ptr(target),
-		gpu.Ptr(e.dImage), gpu.Ptr(e.hq), gpu.Ptr(e.partAbs), gpu.Ptr(e.partSq)); err != nil {
+	if err := d.Launch(e.k.lossMap, gpu.Dim3{tiles}, gpu.Dim3{256}, 0, lp, ro, gpu.Ptr(e.image), gpu.Ptr(target),
+		gpu.Ptr(e.dImage), gpu.Ptr(e.dmap), gpu.Ptr(e.partAbs), gpu.Ptr(e.partSq), gpu.Ptr(e.partSSIM)); err != nil {
 		return err
 	}
-	ssim := e.set.Loss.UsesSSIM()
-	if ssim {
-		if err := d.Launch(e.k.lossSSIM, gpu.Dim3{blocks}, gpu.Dim3{256}, 0, lp, ro, gpu.Ptr(e.hq), gpu.Ptr(e.dmap),
-			gpu.U32(1), gpu.Ptr(e.partSSIM)); err != nil {
-			return err
-		}
-		if err := d.Launch(e.k.lossSSIMDx, gpu.Dim3{blocks}, gpu.Dim3{256}, 0, lp, ro, gpu.Ptr(e.dmap), gpu.Ptr(e.hd)); err != nil {
-			return err
-		}
-		if err := d.Launch(e.k.lossSSIMGrad, gpu.Dim3{blocks}, gpu.Dim3{256}, 0, lp, ro, gpu.Ptr(e.hd), gpu.Ptr(e.image),
+	if e.set.Loss.UsesSSIM() {
+		if err := d.Launch(e.k.lossGrad, gpu.Dim3{tiles}, gpu.Dim3{256}, 0, lp, ro, gpu.Ptr(e.dmap), gpu.Ptr(e.image),
 			gpu.Ptr(target), gpu.Ptr(e.dImage)); err != nil {
 			return err
 		}
 	}
-	s := uint32(0)
-	if ssim {
-		s = 1
-	}
 	return d.Launch(e.k.lossFinish, gpu.Dim3{1}, gpu.Dim3{256}, 0, gpu.Ptr(e.partAbs), gpu.Ptr(e.partSq),
-		gpu.Ptr(e.partSSIM), gpu.U32(blocks), gpu.U32(s), ro)
+		gpu.Ptr(e.partSSIM), gpu.U32(tiles), ro)
 }
