@@ -3,11 +3,15 @@
 // (internal/adam's stepGroup is the CPU twin, with the same float32 element arithmetic; the
 // bias corrections are folded into stepSize and invSqrtBc2 on the host in float64).
 //
-// adam_step: one thread per element e < 59n of the packed layout (common.h); its group is
-//   0 means, 1 log_scales, 2 quats, 3 opacity logits, 4 SH DC (the first 3 of a splat's 48 SH
-//   values), 5 SH rest. Nothing runs when readout[RO_ABORT] is set (a step whose lists
-//   overflowed is run again).
-//   params, m, v [59n] f32 updated in place; grads [59n] f32; valid [n] u32 (visible-only mode)
+// adam_step: one thread per 4 consecutive elements 4t..4t+3 of the 59n of the packed layout
+//   (common.h), moved with 16-byte loads and stores (the kernel is bound by memory: it reads
+//   and writes every parameter and both moments). An element's group is 0 means, 1
+//   log_scales, 2 quats, 3 opacity logits, 4 SH DC (the first 3 of a splat's 48 SH values),
+//   5 SH rest. Nothing runs when readout[RO_ABORT] is set (a step whose lists overflowed is
+//   run again).
+//   params, m, v [59n] f32 updated in place; valid [n] u32 (project)
+//   grads [59n] f32: read for valid splats only. An invalid splat's gradient is zero, and
+//   project_bwd does not write it: its elements take g = 0 (or, visible-only, no update).
 //   readout[RO_NONFINITE] += non-finite (or overflowing) gradients used as 0, plus updates
 //   skipped because the update or the new value was not finite.
 // opacity_reset: one thread per splat; logit = min(logit, maxLogit) (the original's opacity
@@ -33,42 +37,36 @@ struct AdamP {
 // |g| < 2⁶⁴ has a finite float32 square (internal/adam's gradLimit).
 #define GRAD_LIMIT 18446744073709551616.0f
 
-KERNEL adam_step(AdamP ap, GPTR u32* readout, GPTR float* params, const GPTR float* grads, GPTR float* m,
-                 GPTR float* v, const GPTR u32* valid)
+// locate returns element e's group and sets its splat.
+DEVICE u32 locate(u32 e, u32 n, u32& splat)
 {
-    if (readout[RO_ABORT]) return;
-    u32 n = ap.n;
-    u32 e = BID * BDIM + TID;
-    if (e >= PARAM_FLOATS * n) return;
-    u32 grp, splat;
     if (e < OFF_SCALES(n)) {
-        grp = 0u;
         splat = e / 3u;
-    } else if (e < OFF_QUATS(n)) {
-        grp = 1u;
-        splat = (e - OFF_SCALES(n)) / 3u;
-    } else if (e < OFF_OPAC(n)) {
-        grp = 2u;
-        splat = (e - OFF_QUATS(n)) / 4u;
-    } else if (e < OFF_SH(n)) {
-        grp = 3u;
-        splat = e - OFF_OPAC(n);
-    } else {
-        u32 r = e - OFF_SH(n);
-        splat = r / (u32)SH_STRIDE;
-        grp = r % (u32)SH_STRIDE < 3u ? 4u : 5u;
+        return 0u;
     }
-    if (ap.visibleOnly && !valid[splat]) return;
-    // Constant indices only: a run-time index into the by-value struct would copy all of it
-    // to local memory in every thread.
-    AdamGroup gc = ap.g[0];
-    if (grp == 1u) gc = ap.g[1];
-    if (grp == 2u) gc = ap.g[2];
-    if (grp == 3u) gc = ap.g[3];
-    if (grp == 4u) gc = ap.g[4];
-    if (grp == 5u) gc = ap.g[5];
+    if (e < OFF_QUATS(n)) {
+        splat = (e - OFF_SCALES(n)) / 3u;
+        return 1u;
+    }
+    if (e < OFF_OPAC(n)) {
+        splat = (e - OFF_QUATS(n)) / 4u;
+        return 2u;
+    }
+    if (e < OFF_SH(n)) {
+        splat = e - OFF_OPAC(n);
+        return 3u;
+    }
+    u32 r = e - OFF_SH(n);
+    splat = r / (u32)SH_STRIDE;
+    return r % (u32)SH_STRIDE < 3u ? 4u : 5u;
+}
+
+// adam_update applies gradient g to one element's parameter p and moments m, v under group gc
+// and returns how many of its values were not finite: the gradient (used as 0), and the update
+// or the new value (p then keeps its value; the moments keep their new values, as on the CPU).
+DEVICE u32 adam_update(const AdamP& ap, const AdamGroup& gc, float g, float& p, float& m, float& v)
+{
     u32 bad = 0;
-    float g = grads[e];
     if (!(g > -GRAD_LIMIT && g < GRAD_LIMIT)) {
         g = 0.0f;
         bad++;
@@ -77,14 +75,78 @@ KERNEL adam_step(AdamP ap, GPTR u32* readout, GPTR float* params, const GPTR flo
         if (g > gc.clip) g = gc.clip;
         else if (g < -gc.clip) g = -gc.clip;
     }
-    float mm = mul_rn(ap.b1, m[e]) + mul_rn(ap.c1, g);
-    float vv = mul_rn(ap.b2, v[e]) + mul_rn(ap.c2, mul_rn(g, g));
-    m[e] = mm;
-    v[e] = vv;
-    float u = mul_rn(-gc.stepSize, mm) / (mul_rn(sqrtd(vv), gc.invSqrtBc2) + ap.eps);
-    float x = params[e] + u;
+    m = mul_rn(ap.b1, m) + mul_rn(ap.c1, g);
+    v = mul_rn(ap.b2, v) + mul_rn(ap.c2, mul_rn(g, g));
+    float u = mul_rn(-gc.stepSize, m) / (mul_rn(sqrtd(v), gc.invSqrtBc2) + ap.eps);
+    float x = p + u;
     if (!f32_finite(u) || !f32_finite(x)) bad++;
-    else params[e] = x;
+    else p = x;
+    return bad;
+}
+
+KERNEL adam_step(AdamP ap, GPTR u32* readout, GPTR float* params, const GPTR float* grads, GPTR float* m,
+                 GPTR float* v, const GPTR u32* valid)
+{
+    if (readout[RO_ABORT]) return;
+    u32 n = ap.n;
+    u32 total = PARAM_FLOATS * n;
+    u32 e0 = (BID * BDIM + TID) * 4u;
+    if (e0 >= total) return;
+    u32 cnt = total - e0 < 4u ? total - e0 : 4u;
+    u32 grp[4];
+    bool live[4], upd[4];
+    bool anyLive = false, anyUpd = false;
+    for (u32 q = 0; q < 4u; q++) {
+        live[q] = upd[q] = false;
+        grp[q] = 0u;
+        if (q >= cnt) continue;
+        u32 splat;
+        grp[q] = locate(e0 + q, n, splat);
+        live[q] = valid[splat] != 0u;
+        upd[q] = live[q] || !ap.visibleOnly;
+        anyLive = anyLive || live[q];
+        anyUpd = anyUpd || upd[q];
+    }
+    if (!anyUpd) return;
+    float p[4], mm[4], vv[4], g[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (cnt == 4u) {
+        ld4(params, e0, p);
+        ld4(m, e0, mm);
+        ld4(v, e0, vv);
+        if (anyLive) ld4(grads, e0, g);
+    } else {
+        for (u32 q = 0; q < cnt; q++) {
+            p[q] = params[e0 + q];
+            mm[q] = m[e0 + q];
+            vv[q] = v[e0 + q];
+            if (live[q]) g[q] = grads[e0 + q];
+        }
+    }
+    u32 bad = 0;
+    for (u32 q = 0; q < 4u; q++) {
+        if (!upd[q]) continue;
+        // Constant indices only: a run-time index into the by-value struct would copy all of
+        // it to local memory in every thread.
+        AdamGroup gc = ap.g[0];
+        if (grp[q] == 1u) gc = ap.g[1];
+        if (grp[q] == 2u) gc = ap.g[2];
+        if (grp[q] == 3u) gc = ap.g[3];
+        if (grp[q] == 4u) gc = ap.g[4];
+        if (grp[q] == 5u) gc = ap.g[5];
+        bad += adam_update(ap, gc, live[q] ? g[q] : 0.0f, p[q], mm[q], vv[q]);
+    }
+    // Elements left alone (visible-only) are written back unchanged.
+    if (cnt == 4u) {
+        st4(params, e0, p);
+        st4(m, e0, mm);
+        st4(v, e0, vv);
+    } else {
+        for (u32 q = 0; q < cnt; q++) {
+            params[e0 + q] = p[q];
+            m[e0 + q] = mm[q];
+            v[e0 + q] = vv[q];
+        }
+    }
     if (bad) atom_add_u32(readout + RO_NONFINITE, bad);
 }
 

@@ -272,6 +272,15 @@ DEVICE double bits_f64(u64 x)
     return d;
 }
 
+DEVICE void ld4(const GPTR float* p, u32 i, float* out)
+{
+    for (int k = 0; k < 4; k++) out[k] = p[i + k];
+}
+DEVICE void st4(GPTR float* p, u32 i, const float* in)
+{
+    for (int k = 0; k < 4; k++) p[i + k] = in[k];
+}
+
 DEVICE u32 warp_ballot(bool p) { return (u32)emu::warp_op(emu::OP_BALLOT, p ? 1 : 0); }
 DEVICE bool warp_any(bool p) { return emu::warp_op(emu::OP_ANY, p ? 1 : 0) != 0; }
 DEVICE u32 popc(u32 x) { return (u32)__builtin_popcount(x); }

@@ -11,7 +11,9 @@
 //   both barriers, splats past n and invalid ones included.
 //   cam Cam by value; params [59n] f32 packed; valid [n] u32, radius [n] f32 (project)
 //   gColor [n,3], gOpacity [n]; EWA gMean2d [n,2], gConic [n,3]; ray gRayU [n,3], gRayA [n,9]
-//   grads [59n] f32 packed (every element written once; invalid splats get 0)
+//   grads [59n] f32 packed: every element of a valid splat written once. An invalid splat's
+//   gradient is zero and is not written (adam_step does not read it): at 1M splats of which
+//   half are in view, that saves a quarter of a gigabyte a step.
 //   grad2d [n] f32: ‖dL/d(projected centre)‖ in NDC units (pixel gradient × W/2, H/2)
 //   accumulate != 0: statAccum[i] += grad2d, statCount[i] += 1, statMaxRadius[i] = max(…, radius)
 //   for valid splats (the 3DGS densification statistics)
@@ -33,7 +35,7 @@
 #define SH_SROW 49
 
 // sh_stage_in copies the 48 SH floats of each of the cnt splats whose SH start at src into the
-// rows of s, skipping the splats valid marks invalid (their rows are zeroed, not read). Every
+// rows of s, skipping the splats valid marks invalid (no gradient of theirs is written). Every
 // thread of the block takes part; a BARRIER() must follow before the rows are read.
 DEVICE void sh_stage_in(const GPTR float* src, const GPTR u32* valid, u32 cnt, float* s)
 {
@@ -44,14 +46,15 @@ DEVICE void sh_stage_in(const GPTR float* src, const GPTR u32* valid, u32 cnt, f
     }
 }
 
-// sh_stage_out writes the full rows of s for cnt splats to dst (the contiguous range
-// dst[0, cnt·SH_STRIDE)). Every thread of the block takes part, after a BARRIER().
-DEVICE void sh_stage_out(const float* s, u32 cnt, GPTR float* dst)
+// sh_stage_out writes the rows of s of the cnt splats valid marks valid to dst (within the
+// contiguous range dst[0, cnt·SH_STRIDE)). Every thread of the block takes part, after a
+// BARRIER().
+DEVICE void sh_stage_out(const float* s, const GPTR u32* valid, u32 cnt, GPTR float* dst)
 {
     u32 total = cnt * SH_STRIDE;
     for (u32 e = TID; e < total; e += BDIM) {
         u32 j = e / SH_STRIDE, r = e - j * SH_STRIDE;
-        dst[e] = s[j * SH_SROW + r];
+        if (valid[j]) dst[e] = s[j * SH_SROW + r];
     }
 }
 
@@ -291,11 +294,6 @@ KERNEL project_bwd(Cam cam, const GPTR u32* readout, const GPTR float* params, c
     BARRIER();
     float* sh = sSh + TID * SH_SROW;
     if (i < n && !valid[i]) {
-        for (int k = 0; k < 3; k++) grads[OFF_MEANS(n) + i * 3 + k] = 0.0f;
-        for (int k = 0; k < 3; k++) grads[OFF_SCALES(n) + i * 3 + k] = 0.0f;
-        for (int k = 0; k < 4; k++) grads[OFF_QUATS(n) + i * 4 + k] = 0.0f;
-        grads[OFF_OPAC(n) + i] = 0.0f;
-        for (int k = 0; k < SH_STRIDE; k++) sh[k] = 0.0f;
         grad2d[i] = 0.0f;
     } else if (i < n) {
         // A valid splat's backward writes each of its 59 gradients once (the SH ones through sh).
@@ -310,5 +308,5 @@ KERNEL project_bwd(Cam cam, const GPTR u32* readout, const GPTR float* params, c
         }
     }
     BARRIER();
-    sh_stage_out(sSh, cnt, grads + OFF_SH(n) + first * SH_STRIDE);
+    sh_stage_out(sSh, valid + first, cnt, grads + OFF_SH(n) + first * SH_STRIDE);
 }

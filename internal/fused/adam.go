@@ -40,9 +40,10 @@ func adamBytes(s engine.AdamSettings, lr engine.LR, t int64, n int) ([]byte, err
 	return w.b, nil
 }
 
-// adam launches adam.cu's adam_step over the 59·n packed elements (design.md §5 step 8).
+// adam launches adam.cu's adam_step over the 59·n packed elements, 4 a thread (design.md §5
+// step 8).
 func (e *Engine) adam(ap []byte) error {
-	return e.dev.Launch(e.k.adamStep, gpu.BlocksFor(uint32(paramFloats*e.n), 256), gpu.Dim3{256}, 0,
+	return e.dev.Launch(e.k.adamStep, gpu.BlocksFor(uint32((paramFloats*e.n+3)/4), 256), gpu.Dim3{256}, 0,
 		gpu.Bytes(ap), gpu.Ptr(e.readoutBuf), gpu.Ptr(e.params), gpu.Ptr(e.grads), gpu.Ptr(e.adamM),
 		gpu.Ptr(e.adamV), gpu.Ptr(e.valid))
 }

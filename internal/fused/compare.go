@@ -250,7 +250,16 @@ func compare(dev gpu.Device, set engine.Settings, g *splat.Gaussians, v *engine.
 	for _, f := range pgFields(set.Render, pipe.PG) {
 		r.grad(f.name, r.f32(fe.pg, f.off*fe.capN, n*f.width), f.want)
 	}
-	gg := unpack(r.f32(fe.grads, 0, n*paramFloats), n)
+	// An invalid splat's gradient is zero by definition, and project_bwd leaves its elements
+	// as they were (poisoned): zero them, by the device's own flags, before comparing (a
+	// valid splat whose gradient was not written still shows as NaN).
+	gp := r.f32(fe.grads, 0, n*paramFloats)
+	dvalid := download[uint32](r, fe.valid, 0, n)
+	if r.err != nil {
+		return nil, r.err
+	}
+	zeroInvalid(gp, dvalid)
+	gg := unpack(gp, n)
 	for _, grp := range groups(gg, pipe.Grads) {
 		r.grad("d "+grp.name, grp.got, grp.want)
 	}
@@ -613,4 +622,19 @@ func lossOn(set engine.Settings, w, h int, img, target []float32) ([]float32, er
 		return nil, err
 	}
 	return grad, nil
+}
+
+// zeroInvalid zeroes, in the packed gradients p of len(valid) splats, every element of the
+// splats whose flag is 0.
+func zeroInvalid(p []float32, valid []uint32) {
+	n := len(valid)
+	off := 0
+	for _, f := range splat.New(0).Fields() {
+		for i, ok := range valid {
+			if ok == 0 {
+				clear(p[off+i*f.Width : off+(i+1)*f.Width])
+			}
+		}
+		off += n * f.Width
+	}
 }
