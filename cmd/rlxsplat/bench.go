@@ -120,6 +120,12 @@ type benchLaunch struct {
 	Index  int     `json:"index"`
 	Kernel string  `json:"kernel"`
 	Ms     float64 `json:"ms_median"`
+	Block  int     `json:"block_threads"`
+	// What the backend's compiler reports (zero where it reports nothing).
+	Registers   int `json:"registers"`
+	LocalBytes  int `json:"local_bytes"`
+	SharedBytes int `json:"shared_bytes"`
+	BlocksPerSM int `json:"blocks_per_sm"`
 }
 
 // benchRoofline is --roofline's report: the measured ceilings, the step's size as the traffic
@@ -398,7 +404,9 @@ func timeLaunches(fe *fused.Engine, steps int, step func(int) (engine.StepResult
 	}
 	out := make([]benchLaunch, len(first))
 	for j, l := range first {
-		out[j] = benchLaunch{Index: l.Index, Kernel: l.Kernel, Ms: median(ms[j])}
+		r := l.Resources
+		out[j] = benchLaunch{Index: l.Index, Kernel: l.Kernel, Ms: median(ms[j]), Block: l.Block, Registers: r.Registers,
+			LocalBytes: r.LocalBytes, SharedBytes: r.SharedBytes, BlocksPerSM: r.BlocksPerSM}
 	}
 	return out, nil
 }
@@ -412,11 +420,13 @@ func printLaunches(s *streams, ls []benchLaunch) {
 	}
 	fmt.Fprintf(s.Out, "\nkernel launches (each timed alone, an event pair around it; sum %.2f ms):\n", sum)
 	tw := tabwriter.NewWriter(s.Out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "#\tKERNEL\tMS\tSHARE\t")
+	fmt.Fprintln(tw, "#\tKERNEL\tMS\tSHARE\tBLOCK\tREGS\tLOCAL B\tSHARED B\tBLOCKS/SM\t")
 	for _, l := range ls {
-		fmt.Fprintf(tw, "%d\t%s\t%.3f\t%.1f%%\t\n", l.Index, l.Kernel, l.Ms, 100*l.Ms/sum)
+		fmt.Fprintf(tw, "%d\t%s\t%.3f\t%.1f%%\t%d\t%d\t%d\t%d\t%d\t\n", l.Index, l.Kernel, l.Ms, 100*l.Ms/sum,
+			l.Block, l.Registers, l.LocalBytes, l.SharedBytes, l.BlocksPerSM)
 	}
 	tw.Flush()
+	fmt.Fprintln(s.Out, "REGS, LOCAL B (bytes a thread) and SHARED B (static, a block) as the compiler reports them; BLOCKS/SM: resident at once (0: not reported).")
 }
 
 // medianWalk is the median of each of the walks' fields (each no larger than the median

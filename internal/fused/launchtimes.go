@@ -12,6 +12,10 @@ type LaunchTime struct {
 	Index  int    // the launch's place in the step, from 0
 	Kernel string // the entry point
 	Ms     float32
+	Block  int // threads a block
+	// The kernel's registers, local memory and occupancy for this block size, where the
+	// backend reports them (zero values otherwise).
+	Resources gpu.KernelResources
 }
 
 // launchTimer is a device that records an event on either side of every launch, so that a
@@ -21,7 +25,15 @@ type LaunchTime struct {
 type launchTimer struct {
 	gpu.Device
 	names  []string
-	events []gpu.Event // 2 per launch, kept from step to step
+	blocks []int
+	res    []gpu.KernelResources
+	known  map[resKey]gpu.KernelResources // asked once per kernel and block size
+	events []gpu.Event                    // 2 per launch, kept from step to step
+}
+
+type resKey struct {
+	k     gpu.Kernel
+	block int
 }
 
 func (d *launchTimer) Launch(k gpu.Kernel, grid, block gpu.Dim3, shared int, args ...gpu.Arg) error {
@@ -34,6 +46,10 @@ func (d *launchTimer) Launch(k gpu.Kernel, grid, block gpu.Dim3, shared int, arg
 		d.events = append(d.events, ev)
 	}
 	d.names = append(d.names, k.Name())
+	b := block.Norm()
+	threads := int(b[0] * b[1] * b[2])
+	d.blocks = append(d.blocks, threads)
+	d.res = append(d.res, d.resources(k, threads))
 	if err := d.Record(d.events[2*i]); err != nil {
 		return err
 	}
@@ -41,6 +57,26 @@ func (d *launchTimer) Launch(k gpu.Kernel, grid, block gpu.Dim3, shared int, arg
 		return err
 	}
 	return d.Record(d.events[2*i+1])
+}
+
+// resources reports k's resources at this block size, or zero values where the backend cannot
+// (they only annotate the times).
+func (d *launchTimer) resources(k gpu.Kernel, block int) gpu.KernelResources {
+	key := resKey{k, block}
+	if r, ok := d.known[key]; ok {
+		return r
+	}
+	var r gpu.KernelResources
+	if rr, ok := k.(gpu.ResourceReporter); ok {
+		if got, err := rr.Resources(block); err == nil {
+			r = got
+		}
+	}
+	if d.known == nil {
+		d.known = map[resKey]gpu.KernelResources{}
+	}
+	d.known[key] = r
+	return r
 }
 
 // take returns the launches recorded since the last take, with their times (waiting for them).
@@ -51,9 +87,9 @@ func (d *launchTimer) take() ([]LaunchTime, error) {
 		if err != nil {
 			return nil, fmt.Errorf("fused: timing launch %d (%s): %w", i, name, err)
 		}
-		out[i] = LaunchTime{Index: i, Kernel: name, Ms: ms}
+		out[i] = LaunchTime{Index: i, Kernel: name, Ms: ms, Block: d.blocks[i], Resources: d.res[i]}
 	}
-	d.names = d.names[:0]
+	d.names, d.blocks, d.res = d.names[:0], d.blocks[:0], d.res[:0]
 	return out, nil
 }
 

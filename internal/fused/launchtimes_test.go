@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/rlxsplat/rlxsplat/internal/engine"
+	"github.com/rlxsplat/rlxsplat/internal/gpu"
 )
 
 // TestLaunchTimes times every launch of two steps and checks that each step's launches name
@@ -43,8 +44,12 @@ func TestLaunchTimes(t *testing.T) {
 			t.Fatal(err)
 		}
 		for j, l := range lt {
-			if l.Index != j || !(l.Ms >= 0) {
+			if l.Index != j || !(l.Ms >= 0) || l.Block < 1 || l.Block > 1024 {
 				t.Fatalf("launch %d: %+v", j, l)
+			}
+			// Backends that report resources report some registers and room for a block.
+			if r := l.Resources; r != (gpu.KernelResources{}) && (r.Registers < 1 || r.BlocksPerSM < 1) {
+				t.Fatalf("launch %d (%s): resources %+v", j, l.Kernel, r)
 			}
 			runs[i] = append(runs[i], l.Kernel)
 		}

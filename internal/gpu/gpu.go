@@ -17,21 +17,24 @@ import (
 // The device layer's types, defined in internal/gpu/driver so that the backends can share
 // them; see there for their documentation.
 type (
-	Device       = driver.Device
-	Buffer       = driver.Buffer
-	Module       = driver.Module
-	Kernel       = driver.Kernel
-	Event        = driver.Event
-	Graph        = driver.Graph
-	Dim3         = driver.Dim3
-	Arg          = driver.Arg
-	Source       = driver.Source
-	Info         = driver.Info
-	ModuleInfo   = driver.ModuleInfo
-	Options      = driver.Options
-	OOMError     = driver.OOMError
-	CompileError = driver.CompileError
-	Diagnostic   = driver.Diagnostic
+	Device = driver.Device
+	Buffer = driver.Buffer
+	Module = driver.Module
+	Kernel = driver.Kernel
+	// KernelResources and ResourceReporter: see package driver.
+	KernelResources  = driver.KernelResources
+	ResourceReporter = driver.ResourceReporter
+	Event            = driver.Event
+	Graph            = driver.Graph
+	Dim3             = driver.Dim3
+	Arg              = driver.Arg
+	Source           = driver.Source
+	Info             = driver.Info
+	ModuleInfo       = driver.ModuleInfo
+	Options          = driver.Options
+	OOMError         = driver.OOMError
+	CompileError     = driver.CompileError
+	Diagnostic       = driver.Diagnostic
 )
 
 // Sentinel errors (see package driver).

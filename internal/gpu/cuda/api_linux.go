@@ -40,6 +40,8 @@ type cuAPI struct {
 	cuEventSynchronize         func(e uintptr) int32
 	cuEventElapsedTime         func(ms *float32, start, end uintptr) int32
 	cuFuncGetParamInfo         func(f uintptr, index uintptr, off *uintptr, size *uintptr) int32 // optional (CUDA 12.4+)
+	cuFuncGetAttribute         func(v *int32, attr int32, f uintptr) int32                       // optional
+	cuOccupancyMaxActiveBlocks func(n *int32, f uintptr, block int32, dynShared uintptr) int32   // optional
 	cuStreamBeginCapture       func(s uintptr, mode int32) int32                                 // optional
 	cuStreamEndCapture         func(s uintptr, g *uintptr) int32                                 // optional
 	cuGraphInstantiateWithFlag func(exec *uintptr, g uintptr, flags uint64) int32                // optional
@@ -91,6 +93,8 @@ func (a *cuAPI) symbols() []symbol {
 		sym(&a.cuEventSynchronize, "cuEventSynchronize"),
 		sym(&a.cuEventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime"),
 		optSym(&a.cuFuncGetParamInfo, "cuFuncGetParamInfo"),
+		optSym(&a.cuFuncGetAttribute, "cuFuncGetAttribute"),
+		optSym(&a.cuOccupancyMaxActiveBlocks, "cuOccupancyMaxActiveBlocksPerMultiprocessor"),
 		optSym(&a.cuStreamBeginCapture, "cuStreamBeginCapture_v2"),
 		optSym(&a.cuStreamEndCapture, "cuStreamEndCapture"),
 		optSym(&a.cuGraphInstantiateWithFlag, "cuGraphInstantiateWithFlags"),
@@ -107,6 +111,9 @@ const (
 	attrComputeCapabilityMajor = 75 // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
 	attrComputeCapabilityMinor = 76 // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
 	funcAttrMaxDynamicShared   = 8  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+	funcAttrSharedBytes        = 1  // CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+	funcAttrLocalBytes         = 3  // CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
+	funcAttrNumRegs            = 4  // CU_FUNC_ATTRIBUTE_NUM_REGS
 	jitErrorLogBuffer          = 5  // CU_JIT_ERROR_LOG_BUFFER
 	jitErrorLogBufferSize      = 6  // CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES
 	streamCaptureModeRelaxed   = 2  // CU_STREAM_CAPTURE_MODE_RELAXED

@@ -429,6 +429,38 @@ type kernel struct {
 
 func (k *kernel) Name() string { return k.name }
 
+// Resources reports the kernel's registers, local and static shared memory, and how many
+// blocks of blockSize threads fit on one multiprocessor (driver.ResourceReporter).
+func (k *kernel) Resources(blockSize int) (driver.KernelResources, error) {
+	d := k.mod.dev
+	var r driver.KernelResources
+	err := d.do(func() error {
+		if d.api.cuFuncGetAttribute == nil || d.api.cuOccupancyMaxActiveBlocks == nil {
+			return fmt.Errorf("cuda: kernel %s resources: %w", k.name, driver.ErrUnsupported)
+		}
+		for _, a := range []struct {
+			attr int32
+			dst  *int
+			name string
+		}{{funcAttrNumRegs, &r.Registers, "NUM_REGS"}, {funcAttrLocalBytes, &r.LocalBytes, "LOCAL_SIZE_BYTES"},
+			{funcAttrSharedBytes, &r.SharedBytes, "SHARED_SIZE_BYTES"}} {
+			var v int32
+			if err := d.check(d.api.cuFuncGetAttribute(&v, a.attr, k.fn), "cuFuncGetAttribute", k.name+" "+a.name); err != nil {
+				return err
+			}
+			*a.dst = int(v)
+		}
+		var b int32
+		if err := d.check(d.api.cuOccupancyMaxActiveBlocks(&b, k.fn, int32(blockSize), 0),
+			"cuOccupancyMaxActiveBlocksPerMultiprocessor", k.name); err != nil {
+			return err
+		}
+		r.BlocksPerSM = int(b)
+		return nil
+	})
+	return r, err
+}
+
 // Compile builds src for this device: from the disk cache when an image for the same source,
 // options, NVRTC version and target exists, else with NVRTC (then cached); without NVRTC,
 // from the prebuilt PTX in opts.PTX if it was built from exactly this source.

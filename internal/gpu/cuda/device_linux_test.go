@@ -435,6 +435,43 @@ func TestKernelNotFound(t *testing.T) {
 	}
 }
 
+func TestKernelResources(t *testing.T) {
+	d := openTest(t, driver.Options{})
+	if d.nv == nil {
+		t.Skip("no NVRTC: " + d.CompilerError().Error())
+	}
+	// 4000 bytes of static shared memory and nothing spilled.
+	src := driver.Source{Name: "resources.cu", Code: `extern "C" __global__ void probe(float* o, int i)
+{
+    __shared__ float s[1000];
+    s[threadIdx.x] = o[threadIdx.x];
+    __syncthreads();
+    o[threadIdx.x] = s[(threadIdx.x + i) % 1000u];
+}
+`}
+	k := kernelOf(t, d, src, "probe")
+	rr, ok := k.(driver.ResourceReporter)
+	if !ok {
+		t.Fatal("the CUDA kernel does not report its resources")
+	}
+	r, err := rr.Resources(256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", r)
+	if r.SharedBytes != 4000 || r.LocalBytes != 0 || r.Registers < 1 || r.Registers > 255 || r.BlocksPerSM < 1 || r.BlocksPerSM > 64 {
+		t.Fatalf("resources %+v: want 4000 shared bytes, no local memory, 1..255 registers, 1..64 blocks an SM", r)
+	}
+	// A block of 1024 threads fits fewer times.
+	big, err := rr.Resources(1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if big.BlocksPerSM < 1 || big.BlocksPerSM >= r.BlocksPerSM {
+		t.Fatalf("blocks an SM: %d of 1024 threads, %d of 256", big.BlocksPerSM, r.BlocksPerSM)
+	}
+}
+
 func TestCompileErrorCarriesLog(t *testing.T) {
 	d := openTest(t, driver.Options{})
 	if d.nv == nil {

@@ -121,6 +121,21 @@ type Kernel interface {
 	Name() string
 }
 
+// KernelResources is what one compiled entry point takes of a multiprocessor, as the backend's
+// compiler reports it: the numbers that decide how many blocks run at once.
+type KernelResources struct {
+	Registers   int // per thread
+	LocalBytes  int // per thread: spilled registers and local arrays (0 is the aim)
+	SharedBytes int // static shared (threadgroup) memory per block
+	BlocksPerSM int // blocks of the asked size resident on one multiprocessor at once
+}
+
+// ResourceReporter is a Kernel that can report its resources (CUDA's can; others may not:
+// callers type-assert and go without).
+type ResourceReporter interface {
+	Resources(blockSize int) (KernelResources, error)
+}
+
 // Event is a point in the device's queue, used for timing.
 type Event interface {
 	Close() error
