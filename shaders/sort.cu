@@ -13,8 +13,15 @@
 // sort_hist: hist [256*nb] u32 digit-major: hist[d*nb + b] = count of digit d in block b.
 // (The host scans hist exclusively into offsets.)
 // sort_scatter: writes every element to offsets[d*nb + b] plus its rank among the elements of
-//   its block with the same digit, in element order: 16 rounds of 256 elements, each ranked
-//   within its warp by a multisplit on ballots and across warps through shared counts.
+//   its block with the same digit, in element order. It ranks in 16 rounds of 256 elements,
+//   each ranked within its warp by a multisplit on ballots and across warps through shared
+//   counts, but does not store straight to global memory: with random digits a warp's 32
+//   stores would land in ~32 different runs, each 4-byte store costing a whole 32-byte sector
+//   (keys and values both). Instead it places the block's elements in shared memory in their
+//   sorted local order (digit d's run starting at the block's count of smaller digits, read
+//   off neighbouring offsets), then writes them out in that order, so consecutive threads
+//   store consecutive addresses within each digit's run. Shared memory: 32 KB of staged keys
+//   and values plus 9 KB of counts and offsets, under the 48 KB a block may declare statically.
 #include "prelude_cuda.h"
 #include "readout.h"
 
@@ -44,18 +51,33 @@ KERNEL sort_scatter(const GPTR u32* keysIn, const GPTR u32* valsIn, GPTR u32* ke
                     const GPTR u32* readout, const GPTR u32* count, u32 shift, u32 nb, const GPTR u32* offsets)
 {
     if (readout[RO_ABORT]) return;
-    SHARED u32 base[256];
-    SHARED u32 wcnt[8 * 256]; // [warp][digit]
-    SHARED u32 roundTot[256];
+    SHARED u32 skeys[SORT_CHUNK]; // the block's elements in their sorted local order
+    SHARED u32 svals[SORT_CHUNK];
+    SHARED u32 wcnt[8 * 256]; // [warp][digit]: a round's counts, then their running offsets
+    SHARED u32 gdelta[256];   // global position of local position i of digit d: gdelta[d] + i
+    SHARED u32 wsum[8];
     u32 m = *count;
-    base[TID] = offsets[TID * nb + BID];
     u32 start = BID * SORT_CHUNK;
+    if (start >= m) return; // the same for every thread of the block; also m = 0
+    u32 n = m - start < SORT_CHUNK ? m - start : SORT_CHUNK;
     u32 lane = LANE, warp = WARP_ID;
+
+    // Thread TID owns digit TID. Its count in this block is the difference of two neighbouring
+    // offsets (hist is digit-major, so offsets[d*nb + b + 1] follows block b's run of digit d);
+    // the last digit needs none, as nothing comes after it in the local order.
+    u32 d0 = TID * nb + BID;
+    u32 goff = offsets[d0];
+    u32 cnt = TID < 255u ? offsets[d0 + 1u] - goff : 0u;
+    u32 local = warp_exscan_u32(cnt);
+    if (lane == 31u) wsum[warp] = local + cnt;
+    BARRIER();
+    for (u32 w = 0; w < warp; w++) local += wsum[w];
+    gdelta[TID] = goff - local; // mod 2^32: gdelta + i is in range for the digit's i
+    u32 next = local;           // local position of this digit's next element
+
     u32 below = (1u << lane) - 1u;
-    for (u32 r = 0; r < SORT_ROUNDS; r++) {
-        u32 first = start + r * SORT_THREADS;
-        if (first >= m) break; // the same for every thread of the block
-        u32 idx = first + TID;
+    for (u32 r = 0; r * SORT_THREADS < n; r++) {
+        u32 idx = start + r * SORT_THREADS + TID;
         bool ok = idx < m;
         u32 key = 0, val = 0, d = 0;
         if (ok) {
@@ -75,23 +97,27 @@ KERNEL sort_scatter(const GPTR u32* keysIn, const GPTR u32* valsIn, GPTR u32* ke
         BARRIER();
         if (ok && rank == 0u) wcnt[warp * 256u + d] = popc(peers);
         BARRIER();
-        {
-            u32 run = 0;
-            for (u32 w = 0; w < 8u; w++) {
-                u32 c = wcnt[w * 256u + TID];
-                wcnt[w * 256u + TID] = run;
-                run += c;
-            }
-            roundTot[TID] = run;
+        // Digit TID's elements of this round go after those of earlier rounds, warp by warp.
+        for (u32 w = 0; w < 8u; w++) {
+            u32 c = wcnt[w * 256u + TID];
+            wcnt[w * 256u + TID] = next;
+            next += c;
         }
         BARRIER();
         if (ok) {
-            u32 pos = base[d] + wcnt[warp * 256u + d] + rank;
-            keysOut[pos] = key;
-            valsOut[pos] = val;
+            u32 pos = wcnt[warp * 256u + d] + rank;
+            skeys[pos] = key;
+            svals[pos] = val;
         }
-        BARRIER();
-        base[TID] += roundTot[TID];
-        BARRIER();
+        BARRIER(); // before the next round clears wcnt, and before the write-out below
+    }
+
+    // Consecutive threads write consecutive local positions, which within a digit's run are
+    // consecutive global addresses: the stores coalesce instead of scattering over 256 runs.
+    for (u32 i = TID; i < n; i += SORT_THREADS) {
+        u32 key = skeys[i];
+        u32 pos = gdelta[(key >> shift) & 255u] + i;
+        keysOut[pos] = key;
+        valsOut[pos] = svals[i];
     }
 }

@@ -88,7 +88,11 @@ func TestSortAndRanges(t *testing.T) {
 			}
 		}
 	}
-	for _, c := range []struct{ m, tiles int }{{m, tiles}, {0, tiles}, {5, 3}, {m / 3, 70000}} {
+	// Beyond the mixed cases: sort blocks filled exactly with every low digit present, and one
+	// digit only (all keys 0) over less than a round of a block and just past a whole block.
+	cases := []struct{ m, tiles int }{{m, tiles}, {0, tiles}, {5, 3}, {m / 3, 70000},
+		{2 * sortChunk, 256}, {200, 1}, {sortChunk + 1, 1}}
+	for _, c := range cases {
 		keys := make([]uint32, c.m)
 		ids := make([]uint32, c.m)
 		for i := range keys {
