@@ -182,13 +182,13 @@ func shBwdFlops(deg int) int64 {
 //	            splat's prepared-data gradient once (9 EWA / 16 ray).
 //	            Work: the same pairs' exponent (the hits' gradient terms are not counted).
 //	project_bwd reads N valid flags, V·(11 + 3K) parameters and V prepared-data gradients;
-//	            writes all 59·N gradients (Adam reads them densely) and V 2D-gradient norms;
-//	            with statistics, reads the radius and reads and writes 3 words of statistics
-//	            per visible splat more.
+//	            writes the 59·V gradients of the visible splats (an invalid splat's are zero
+//	            and not stored) and V 2D-gradient norms; with statistics, reads the radius and
+//	            reads and writes 3 words of statistics per visible splat more.
 //	            Work V·(650 EWA / 750 ray + SH backward).
-//	adam        per element of 59·N (59·V with visible-only updates, which also read the N
-//	            valid flags): reads parameter, gradient, m and v, writes parameter, m and v,
-//	            28 bytes; work 13.
+//	adam        reads the N valid flags and the 59·V gradients; per element of 59·N (59·V with
+//	            visible-only updates) reads parameter, m and v and writes them back, 24
+//	            bytes; work 13.
 func MinimalCosts(w Workload) ([]StageCost, error) {
 	if w.Gaussians < 0 || w.Visible < 0 || w.Visible > w.Gaussians || w.Entries < 0 || w.Width < 1 || w.Height < 1 ||
 		w.TileSize < 1 || w.SHDegree < 0 || w.SHDegree > splat.MaxSHDegree ||
@@ -233,14 +233,15 @@ func MinimalCosts(w Workload) ([]StageCost, error) {
 	if w.SSIM {
 		lossFlops += px * flopsLossSSIM
 	}
-	projBwdWords := n + v*(geomWords+3*k+staged) + n*paramFloats + v
+	projBwdWords := n + v*(geomWords+3*k+staged) + v*paramFloats + v
 	if w.AccumulateStats {
 		projBwdWords += v * (1 + 2*statWords) // radius, and the statistics read and written
 	}
-	updated, adamWords := n, int64(0)
+	updated := n
 	if w.AdamVisibleOnly {
-		updated, adamWords = v, n
+		updated = v
 	}
+	adamWords := n + v*paramFloats // the flags, and the visible splats' gradients
 	return []StageCost{
 		{engine.StageProject, word * (n*geomWords + v*3*k + n + v*(footprintWords+projectOut(w.Ray))),
 			n*flopsCull + v*(projFlops+shFlops(w.SHDegree))},
@@ -250,7 +251,7 @@ func MinimalCosts(w Workload) ([]StageCost, error) {
 		{engine.StageLoss, word * px * lossWords, lossFlops},
 		{engine.StageRasterBwd, rasterIn + word*(px*pixelBwdWords+touched*staged) + chunkBwd, pairs * pairFlops},
 		{engine.StageProjectBwd, word * projBwdWords, v * (projBwdFlops + shBwdFlops(w.SHDegree))},
-		{engine.StageAdam, word * (adamWords + updated*paramFloats*7), updated * paramFloats * flopsAdam},
+		{engine.StageAdam, word * (adamWords + updated*paramFloats*6), updated * paramFloats * flopsAdam},
 	}, nil
 }
 

@@ -36,10 +36,10 @@ func TestMinimalCosts(t *testing.T) {
 				engine.StageLoss: {8640, 298080},
 				// 4·(7 + 20 + 6·9) + 4·(240·5 + 6·9) + 4·6.
 				engine.StageRasterBwd: {5364, 7200},
-				// 4·(10 + 6·(11+3+9) + 590 + 6); 6·(650 + 12+12+27).
-				engine.StageProjectBwd: {2976, 4206},
-				// 4·(10·59·7); 10·59·13.
-				engine.StageAdam: {16520, 7670},
+				// 4·(10 + 6·(11+3+9) + 6·59 + 6); 6·(650 + 12+12+27).
+				engine.StageProjectBwd: {2032, 4206},
+				// 4·(10 + 6·59 + 10·59·6); 10·59·13.
+				engine.StageAdam: {15616, 7670},
 			},
 		},
 		{
@@ -58,8 +58,8 @@ func TestMinimalCosts(t *testing.T) {
 				engine.StageLoss:      {8640, 298080},
 				// 4·(7 + 4 + 3·9) + 4·(240·5 + 3·9) + 4·6.
 				engine.StageRasterBwd:  {5084, 2700},
-				engine.StageProjectBwd: {2976, 4206},
-				engine.StageAdam:       {16520, 7670},
+				engine.StageProjectBwd: {2032, 4206},
+				engine.StageAdam:       {15616, 7670},
 			},
 		},
 		{
@@ -82,9 +82,9 @@ func TestMinimalCosts(t *testing.T) {
 				engine.StageLoss: {9216, 4608},
 				// 3352 + 4·(256·5 + 4·16) + 4·1.
 				engine.StageRasterBwd: {8732, 29696},
-				// 4·(10 + 6·(11+48+16) + 590 + 6 + 6·7); 6·(750 + 12+192+432).
-				engine.StageProjectBwd: {4392, 8316},
-				// 4·(10 + 6·59·7); 6·59·13.
+				// 4·(10 + 6·(11+48+16) + 6·59 + 6 + 6·7); 6·(750 + 12+192+432).
+				engine.StageProjectBwd: {3448, 8316},
+				// 4·(10 + 6·59 + 6·59·6); 6·59·13.
 				engine.StageAdam: {9952, 4602},
 			},
 		},
@@ -108,8 +108,8 @@ func TestMinimalCosts(t *testing.T) {
 				engine.StageLoss: {9216, 4608},
 				// 4·(2 + 250 + 6·9) + 4·(256·5 + 6·9) + 4·(1 + 4·400 + 3·200).
 				engine.StageRasterBwd:  {15364, 270000},
-				engine.StageProjectBwd: {2976, 4206},
-				engine.StageAdam:       {16520, 7670},
+				engine.StageProjectBwd: {2032, 4206},
+				engine.StageAdam:       {15616, 7670},
 			},
 		},
 		{
@@ -127,8 +127,8 @@ func TestMinimalCosts(t *testing.T) {
 				engine.StageLoss:      {9216, 4608},
 				// 4·(2 + 300 + 6·9) + 4·(256·5 + 6·9) + 4·(1 + 4·1024 + 3·256).
 				engine.StageRasterBwd:  {26220, 691200},
-				engine.StageProjectBwd: {2976, 4206},
-				engine.StageAdam:       {16520, 7670},
+				engine.StageProjectBwd: {2032, 4206},
+				engine.StageAdam:       {15616, 7670},
 			},
 		},
 	}
