@@ -138,7 +138,8 @@ DEVICE void block_sum3(double* s, double a, double b, double c)
     }
 }
 
-KERNEL loss_map(LossP lp, const GPTR u32* readout, const GPTR float* img, const GPTR float* target,
+// 3 blocks an SM rather than 2 (96 registers): 0.056 → 0.050 ms at 799×532 on the H200.
+KERNEL BOUNDS(256, 3) loss_map(LossP lp, const GPTR u32* readout, const GPTR float* img, const GPTR float* target,
                 GPTR float* grad, GPTR float* dmap, GPTR double* partAbs, GPTR double* partSq,
                 GPTR double* partSsim)
 {

@@ -17,6 +17,10 @@ typedef int i32;
 typedef unsigned long long u64;
 
 #define KERNEL extern "C" __global__ void
+// BOUNDS(threads, blocks) after KERNEL promises blocks of at most `threads` threads and asks the
+// compiler to fit `blocks` of them on a multiprocessor (it caps the registers to do so). Only
+// for kernels where `bench --kernels` showed the trade pays: fewer registers can mean spills.
+#define BOUNDS(threads, blocks) __launch_bounds__(threads, blocks)
 #define DEVICE static __device__ __forceinline__
 // GPTR qualifies pointers to device (global) memory; empty on CUDA, `device` on Metal.
 #define GPTR

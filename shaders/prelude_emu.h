@@ -234,6 +234,7 @@ static u64 warp_op(WarpOp op, u64 val)
 
 #define KERNEL extern "C" void
 #define DEVICE static inline
+#define BOUNDS(threads, blocks)
 #define GPTR
 #define SHARED static
 

@@ -51,9 +51,12 @@ DEVICE bool sh_color(const Cam& cam, const GPTR float* sh, const float* mean, GP
     float b[SH_COEFFS];
     sh_basis(cam.shDegree, d[0] / n, d[1] / n, d[2] / n, b);
     int nc = (cam.shDegree + 1) * (cam.shDegree + 1);
+    // A constant trip count, so that b stays in registers: with k < nc as the bound, b went to
+    // local memory (64 bytes a thread, bench --kernels).
     for (int c = 0; c < 3; c++) {
         float v = 0.5f;
-        for (int k = 0; k < nc; k++) v = v + mul_rn(b[k], sh[k * 3 + c]);
+        for (int k = 0; k < SH_COEFFS; k++)
+            if (k < nc) v = v + mul_rn(b[k], sh[k * 3 + c]);
         rgb[c] = gmaxf(v, 0.0f);
     }
     return true;

@@ -227,7 +227,7 @@ func (d *emuDevice) memset(dst driver.Buffer, off, n int, v byte) error {
 	return nil
 }
 
-var kernelRe = regexp.MustCompile(`KERNEL\s+(\w+)\s*\(`)
+var kernelRe = regexp.MustCompile(`KERNEL\s+(?:BOUNDS\([^)]*\)\s+)?(\w+)\s*\(`)
 
 func (d *emuDevice) Compile(src driver.Source) (driver.Module, error) {
 	hash := src.Hash()
