@@ -278,3 +278,25 @@ func TestBenchFromPLY(t *testing.T) {
 		t.Errorf("broken PLY: exit %d, stderr %q", code, errb.String())
 	}
 }
+
+// Kernels built from another source tree must be announced, and only then.
+func TestShaderDirNotice(t *testing.T) {
+	for _, tt := range []struct {
+		env  []string
+		want bool
+	}{
+		{nil, false},
+		{[]string{"RLXSPLAT_SHADER_DIR= "}, false},
+		{[]string{"RLXSPLAT_SHADER_DIR=/tmp/alt-shaders"}, true},
+		{[]string{"RLXSPLAT_SHADER_DIR=/tmp/alt-shaders", "RLXSPLAT_SHADER_DIR="}, false},
+	} {
+		s, _, errb := testStreams()
+		s.Env = tt.env
+		if code := run([]string{"train", "--print-config"}, s); code != exitOK {
+			t.Fatalf("env %q: exit %d (stderr %q)", tt.env, code, errb.String())
+		}
+		if got := strings.Contains(errb.String(), "/tmp/alt-shaders: GPU kernels are compiled from that directory"); got != tt.want {
+			t.Errorf("env %q: notice shown %v, want %v (stderr %q)", tt.env, got, tt.want, errb.String())
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rlxsplat/rlxsplat/internal/config"
+	"github.com/rlxsplat/rlxsplat/internal/gpu"
 )
 
 // Exit codes.
@@ -90,11 +91,29 @@ and checks every gradient against finite differences.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// Numbers from kernels built from other sources than the binary's own must not pass for
+	// the binary's: say so before any command runs.
+	root.PersistentPreRun = func(*cobra.Command, []string) {
+		if dir := envValue(s.Env, gpu.EnvShaderDir); dir != "" {
+			fmt.Fprintf(s.Err, "rlxsplat: %s=%s: GPU kernels are compiled from that directory, not from the sources built into this binary\n", gpu.EnvShaderDir, dir)
+		}
+	}
 	root.SetOut(s.Out)
 	root.SetErr(s.Err)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newTrainCmd(s, nil), newRenderCmd(s, nil), newBenchCmd(s, nil), newParityCmd(s, nil))
 	return root
+}
+
+// envValue is the last value of key in env (KEY=VALUE entries), trimmed; "" when unset.
+func envValue(env []string, key string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = strings.TrimSpace(val)
+		}
+	}
+	return v
 }
 
 // configFlags are the flags every command that reads the configuration has.

@@ -209,7 +209,7 @@ func TestPrecedence(t *testing.T) {
 		{
 			name: "unrelated and reserved variables are ignored",
 			env: []string{"PATH=/bin", "=C:=C:\\", "NOEQUALS", "RLX_OTHER=1",
-				gpu.EnvDebug + "=1", gpu.EnvNoNVRTC + "=1", gpu.EnvKernelCache + "=off", "RLXSPLAT_FUSED_EMU=1"},
+				gpu.EnvDebug + "=1", gpu.EnvNoNVRTC + "=1", gpu.EnvKernelCache + "=off", gpu.EnvShaderDir + "=/tmp/k", "RLXSPLAT_FUSED_EMU=1"},
 			want: map[string]string{"train.iterations": "30000", "raster.bin_mode": "gpu-conic"},
 		},
 		{

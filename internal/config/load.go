@@ -39,7 +39,7 @@ const reservedEnvSection = EnvPrefix + "GPU_"
 // not by Load, and must not stop a command as unknown keys.
 func deviceSwitch(name string) bool {
 	switch name {
-	case EnvPrefix + "NO_NVRTC", EnvPrefix + "KERNEL_CACHE", EnvPrefix + "FUSED_EMU":
+	case EnvPrefix + "NO_NVRTC", EnvPrefix + "KERNEL_CACHE", EnvPrefix + "SHADER_DIR", EnvPrefix + "FUSED_EMU":
 		return true
 	}
 	return strings.HasPrefix(name, reservedEnvSection)

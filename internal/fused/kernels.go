@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
-	"github.com/rlxsplat/rlxsplat/shaders"
 )
 
 // kernels holds every entry point the engine launches, one module per kernel file.
@@ -62,7 +61,7 @@ func loadKernels(dev gpu.Device) (*kernels, error) {
 
 // loadUnit compiles one kernel file and looks up its entry points into entries.
 func loadUnit(dev gpu.Device, file string, entries map[string]*gpu.Kernel) (gpu.Module, error) {
-	m, err := gpu.CompileFile(dev, shaders.Sources(), file)
+	m, err := gpu.CompileShader(dev, file)
 	if err != nil {
 		return nil, fmt.Errorf("fused: %w", err)
 	}

@@ -14,7 +14,8 @@
 // Environment (read by Open, see OptionsFromEnv): RLXSPLAT_NO_NVRTC=1 pretends NVRTC is
 // absent (the embedded PTX from shaders/ptx is used), RLXSPLAT_GPU_DEBUG=1 synchronises after
 // every launch so that faults name their kernel, RLXSPLAT_KERNEL_CACHE sets the compiled-
-// kernel cache directory ("off" disables it; default $XDG_CACHE_HOME/rlxsplat/kernels).
+// kernel cache directory ("off" disables it; default $XDG_CACHE_HOME/rlxsplat/kernels), and
+// RLXSPLAT_SHADER_DIR (read by CompileShader) replaces the embedded kernel sources.
 //
 // Non-goals: it knows nothing about splats, tiles or training (internal/fused does), holds no
 // global state, and never prints, logs or exits.

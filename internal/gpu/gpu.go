@@ -89,6 +89,9 @@ const (
 	EnvNoNVRTC     = "RLXSPLAT_NO_NVRTC"
 	EnvDebug       = "RLXSPLAT_GPU_DEBUG"
 	EnvKernelCache = "RLXSPLAT_KERNEL_CACHE"
+	// EnvShaderDir names a directory of kernel sources that CompileShader reads instead of
+	// the embedded ones (see ShaderSources).
+	EnvShaderDir = "RLXSPLAT_SHADER_DIR"
 )
 
 // Open opens a device of the given kind ("auto", "cuda", "metal") with options from the
@@ -186,9 +189,25 @@ func CompileFile(d Device, fsys fs.FS, name string) (Module, error) {
 	return d.Compile(src)
 }
 
-// CompileShader compiles one of the embedded kernel units in shaders/, e.g. "selftest.cu".
+// CompileShader compiles one of the kernel units in shaders/, e.g. "selftest.cu", from the
+// sources that ShaderSources picks.
 func CompileShader(d Device, name string) (Module, error) {
-	return CompileFile(d, shaders.Sources(), name)
+	fsys, _ := ShaderSources(os.Getenv)
+	return CompileFile(d, fsys, name)
+}
+
+// ShaderSources is the kernel source tree that CompileShader reads: the sources embedded from
+// shaders/, or the directory that RLXSPLAT_SHADER_DIR names, and that directory ("" for the
+// embedded ones). The directory is for kernel work: edit a .cu file and run the same binary
+// again, or compare several source trees in one session on a GPU machine. It needs the
+// runtime compiler: the embedded PTX matches only the embedded sources, so with NVRTC missing
+// a changed unit fails to load rather than run old code.
+func ShaderSources(getenv func(string) string) (fs.FS, string) {
+	dir := strings.TrimSpace(getenv(EnvShaderDir))
+	if dir == "" {
+		return shaders.Sources(), ""
+	}
+	return os.DirFS(dir), dir
 }
 
 // SourceFromFS reads a kernel unit and its included headers (see driver.SourceFromFS).

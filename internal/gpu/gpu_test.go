@@ -2,7 +2,10 @@ package gpu
 
 import (
 	"errors"
+	"io/fs"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -98,6 +101,40 @@ func TestTypedTransfers(t *testing.T) {
 	}
 	if err := UploadF32(d, buf, nil); err != nil {
 		t.Fatalf("empty upload: %v", err)
+	}
+}
+
+func TestShaderSources(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "selftest.cu"), []byte("// changed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, env, wantDir string
+		wantChanged        bool
+	}{
+		{"unset: embedded", "", "", false},
+		{"blank: embedded", "  ", "", false},
+		{"directory", dir, dir, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fsys, got := ShaderSources(func(k string) string {
+				if k == EnvShaderDir {
+					return tt.env
+				}
+				return ""
+			})
+			if got != tt.wantDir {
+				t.Fatalf("dir = %q, want %q", got, tt.wantDir)
+			}
+			b, err := fs.ReadFile(fsys, "selftest.cu")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if changed := string(b) == "// changed\n"; changed != tt.wantChanged {
+				t.Fatalf("read the directory's selftest.cu: %v, want %v", changed, tt.wantChanged)
+			}
+		})
 	}
 }
 
