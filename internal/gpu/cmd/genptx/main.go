@@ -18,9 +18,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 
 	"github.com/rlxsplat/rlxsplat/internal/gpu/cuda"
 	"github.com/rlxsplat/rlxsplat/internal/gpu/driver"
+	"github.com/rlxsplat/rlxsplat/internal/io/atomicfile"
 )
 
 // defaultTarget is the oldest architecture CUDA 13 still supports (Turing): the driver
@@ -71,7 +73,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		out := driver.FormatPrebuilt(driver.PrebuiltHeader{
 			Source: src.Name, SourceHash: src.Hash(), Target: *target, Compiler: compiler,
-		}, ptx)
+		}, stableFileNames(ptx))
 		path := filepath.Join(ptxDir, driver.PrebuiltName(name))
 		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, out) {
 			fmt.Fprintf(stdout, "same    %s\n", path)
@@ -89,13 +91,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// fileDirective matches a PTX .file directive's path up to its last slash.
+var fileDirective = regexp.MustCompile(`(?m)^(\s*\.file\s+\d+\s+")[^"\n]*/([^"/\n]*")`)
+
+// stableFileNames drops the directories from the PTX's .file directives. NVRTC names a unit by
+// the compiler's working directory joined with the unit's name, so the same sources gave
+// different PTX on every machine or directory they were generated in; the base name is what
+// the line information needs.
+func stableFileNames(ptx []byte) []byte {
+	return fileDirective.ReplaceAll(ptx, []byte("${1}${2}"))
+}
+
+// writeAtomic writes path through a synced temporary file, so a failed run leaves the old
+// PTX rather than half a file.
 func writeAtomic(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	return atomicfile.Write(path, func(w io.Writer) error {
+		_, err := w.Write(data)
 		return err
-	}
-	return os.Rename(tmp, path)
+	}, nil)
 }

@@ -38,3 +38,19 @@ func TestBadUsage(t *testing.T) {
 		t.Fatalf("empty dir: %q", errb.String())
 	}
 }
+
+// The PTX must not depend on the directory genptx ran in.
+func TestStableFileNames(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"\t.file\t1 \"/tmp/sh/edit.cu\"\n", "\t.file\t1 \"edit.cu\"\n"},
+		{"\t.file\t2 \"/work/x/y/common.h\"\n.loc 1 2 3\n", "\t.file\t2 \"common.h\"\n.loc 1 2 3\n"},
+		{"\t.file\t1 \"edit.cu\"\n", "\t.file\t1 \"edit.cu\"\n"},
+		{"// a comment about /tmp/x/\"q\"\n", "// a comment about /tmp/x/\"q\"\n"},
+		{".file 1 \"/a/b.cu\", 1700000000, 12\n", ".file 1 \"b.cu\", 1700000000, 12\n"},
+	}
+	for _, tt := range tests {
+		if got := string(stableFileNames([]byte(tt.in))); got != tt.want {
+			t.Errorf("stableFileNames(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
