@@ -70,6 +70,7 @@ type Engine struct {
 	sortedKeys, sortedIDs            gpu.Buffer
 	scanSums                         []gpu.Buffer
 	scanCap                          int // elements the scan levels are sized for
+	scanDirect                       int // most block sums scan_add_sums takes (scan.go)
 	tileOffsets                      gpu.Buffer
 	tileCap                          int
 	// The tiles' chunks of chunkEntries entries (chunks.go): raster_fwd's walk per tile and
@@ -184,7 +185,8 @@ func newOnDevice(dev gpu.Device, set engine.Settings, g *splat.Gaussians) (*Engi
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{set: set, dev: dev, k: k, targets: map[int]*target{}, bigArea: defaultBigArea, bwdMaxBlocks: defaultBwdMaxBlocks}
+	e := &Engine{set: set, dev: dev, k: k, targets: map[int]*target{}, bigArea: defaultBigArea, bwdMaxBlocks: defaultBwdMaxBlocks,
+		scanDirect: maxDirectSums}
 	if err := e.setup(); err != nil {
 		e.release()
 		return nil, err

@@ -10,20 +10,20 @@ import (
 type kernels struct {
 	mods []gpu.Module
 
-	project, pixelRays            gpu.Kernel
-	binCount, binCompact, binRank gpu.Kernel
-	binTotal, binEmit             gpu.Kernel
-	binCountBig, binEmitBig       gpu.Kernel
-	scanBlocks, scanAdd           gpu.Kernel
-	sortHist, sortScatter         gpu.Kernel
-	tileRanges                    gpu.Kernel
-	rasterFwdEWA, rasterFwdRay    gpu.Kernel // one entry point per render model
-	rasterBwdEWA, rasterBwdRay    gpu.Kernel
-	rasterBwdChunks               gpu.Kernel
-	lossMap, lossGrad, lossFinish gpu.Kernel
-	projectBwd                    gpu.Kernel
-	adamStep, opacityReset        gpu.Kernel
-	gatherRows                    gpu.Kernel
+	project, pixelRays               gpu.Kernel
+	binCount, binCompact, binRank    gpu.Kernel
+	binTotal, binEmit                gpu.Kernel
+	binCountBig, binEmitBig          gpu.Kernel
+	scanBlocks, scanAdd, scanAddSums gpu.Kernel
+	sortHist, sortScatter            gpu.Kernel
+	tileRanges                       gpu.Kernel
+	rasterFwdEWA, rasterFwdRay       gpu.Kernel // one entry point per render model
+	rasterBwdEWA, rasterBwdRay       gpu.Kernel
+	rasterBwdChunks                  gpu.Kernel
+	lossMap, lossGrad, lossFinish    gpu.Kernel
+	projectBwd                       gpu.Kernel
+	adamStep, opacityReset           gpu.Kernel
+	gatherRows                       gpu.Kernel
 }
 
 // loadKernels compiles the engine's kernel files (from the disk cache, NVRTC or the embedded
@@ -37,7 +37,7 @@ func loadKernels(dev gpu.Device) (*kernels, error) {
 		{"project.cu", map[string]*gpu.Kernel{"project": &k.project, "pixel_rays": &k.pixelRays}},
 		{"bin.cu", map[string]*gpu.Kernel{"bin_count": &k.binCount, "bin_compact": &k.binCompact, "bin_rank": &k.binRank, "bin_total": &k.binTotal, "bin_emit": &k.binEmit,
 			"bin_count_big": &k.binCountBig, "bin_emit_big": &k.binEmitBig}},
-		{"scan.cu", map[string]*gpu.Kernel{"scan_blocks": &k.scanBlocks, "scan_add": &k.scanAdd}},
+		{"scan.cu", map[string]*gpu.Kernel{"scan_blocks": &k.scanBlocks, "scan_add": &k.scanAdd, "scan_add_sums": &k.scanAddSums}},
 		{"sort.cu", map[string]*gpu.Kernel{"sort_hist": &k.sortHist, "sort_scatter": &k.sortScatter}},
 		{"ranges.cu", map[string]*gpu.Kernel{"tile_ranges": &k.tileRanges}},
 		{"raster_fwd.cu", map[string]*gpu.Kernel{"raster_fwd_ewa": &k.rasterFwdEWA, "raster_fwd_ray": &k.rasterFwdRay}},

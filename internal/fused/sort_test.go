@@ -14,7 +14,8 @@ import (
 )
 
 // TestScan checks the multi-level exclusive scan at sizes around its block and level
-// boundaries (1024 and 1024² elements).
+// boundaries (1024 and 1024² elements), each with the block sums added up by every block
+// (scan_add_sums) and scanned level by level.
 func TestScan(t *testing.T) {
 	dev, _ := testDevice(t)
 	rng := rand.New(rand.NewPCG(seedScene, 21))
@@ -23,7 +24,12 @@ func TestScan(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fe.Close()
-	for _, n := range []int{1, 1023, 1024, 1025, 70001, 1<<20 + 77} {
+	for _, c := range []struct{ n, direct int }{
+		{1, maxDirectSums}, {1023, maxDirectSums}, {1024, maxDirectSums}, {1025, maxDirectSums}, {70001, maxDirectSums},
+		{1<<20 + 77, maxDirectSums}, {1025, 0}, {70001, 0}, {1<<20 + 77, 0}, {1<<20 + 77, 1024},
+	} {
+		n := c.n
+		fe.scanDirect = c.direct
 		in := make([]uint32, n)
 		for i := range in {
 			in[i] = uint32(rng.IntN(9))
@@ -45,7 +51,7 @@ func TestScan(t *testing.T) {
 		sum := uint32(0)
 		for i, v := range in {
 			if got[i] != sum {
-				t.Fatalf("scan of %d values: element %d = %d, want %d", n, i, got[i], sum)
+				t.Fatalf("scan of %d values (direct sums up to %d): element %d = %d, want %d", n, c.direct, i, got[i], sum)
 			}
 			sum += v
 		}
