@@ -9,70 +9,88 @@
 #define SH_C0 0.28209479177387814f
 #define SH_C1 0.4886025119029199f
 
-DEVICE void sh_basis(int deg, float x, float y, float z, float* out)
+// ShDir is a unit view direction with the products of its components the basis uses.
+struct ShDir {
+    float x, y, z, xx, yy, zz, xy, yz, xz;
+};
+
+DEVICE ShDir sh_dir(float x, float y, float z)
 {
-    const float c20 = (float)1.0925484305920792, c21 = (float)-1.0925484305920792, c22 = (float)0.31539156525252005,
-                c23 = (float)-1.0925484305920792, c24 = (float)0.5462742152960396;
-    const float c30 = (float)-0.5900435899266435, c31 = (float)2.890611442640554, c32 = (float)-0.4570457994644658,
-                c33 = (float)0.3731763325901154, c34 = (float)-0.4570457994644658, c35 = (float)1.445305721320277,
-                c36 = (float)-0.5900435899266435;
-    out[0] = SH_C0;
-    if (deg < 1) return;
-    out[1] = mul_rn(-SH_C1, y);
-    out[2] = mul_rn(SH_C1, z);
-    out[3] = mul_rn(-SH_C1, x);
-    if (deg < 2) return;
-    float xx = mul_rn(x, x), yy = mul_rn(y, y), zz = mul_rn(z, z);
-    float xy = mul_rn(x, y), yz = mul_rn(y, z), xz = mul_rn(x, z);
-    out[4] = mul_rn(c20, xy);
-    out[5] = mul_rn(c21, yz);
-    out[6] = mul_rn(c22, mul_rn(2.0f, zz) - xx - yy);
-    out[7] = mul_rn(c23, xz);
-    out[8] = mul_rn(c24, xx - yy);
-    if (deg < 3) return;
-    out[9] = mul_rn(mul_rn(c30, y), mul_rn(3.0f, xx) - yy);
-    out[10] = mul_rn(mul_rn(c31, xy), z);
-    out[11] = mul_rn(mul_rn(c32, y), mul_rn(4.0f, zz) - xx - yy);
-    out[12] = mul_rn(mul_rn(c33, z), mul_rn(2.0f, zz) - mul_rn(3.0f, xx) - mul_rn(3.0f, yy));
-    out[13] = mul_rn(mul_rn(c34, x), mul_rn(4.0f, zz) - xx - yy);
-    out[14] = mul_rn(mul_rn(c35, z), xx - yy);
-    out[15] = mul_rn(mul_rn(c36, x), xx - mul_rn(3.0f, yy));
+    ShDir s = {x, y, z, mul_rn(x, x), mul_rn(y, y), mul_rn(z, z), mul_rn(x, y), mul_rn(y, z), mul_rn(x, z)};
+    return s;
 }
 
-// sh_basis_grad writes the basis (as sh_basis) and its partial derivatives with respect to the
-// unit direction's x, y and z (splat.SHBasisGrad). Entries above the degree are zero.
-DEVICE void sh_basis_grad(int deg, float x, float y, float z, float* b, float* dx, float* dy, float* dz)
+// sh_term sets b to basis function k at direction s and dx, dy, dz to its partial derivatives
+// with respect to the direction's x, y and z (splat.SHBasis, splat.SHBasisGrad; the same
+// expressions, so the same bits). Callers loop over k with a constant trip count, so that
+// the switch folds away and nothing is kept for the terms not yet needed: the backward used to
+// hold four arrays of 16 (the basis and its three derivatives) in registers at once.
+DEVICE void sh_term(int k, const ShDir& s, float& b, float& dx, float& dy, float& dz)
 {
     const float c20 = (float)1.0925484305920792, c21 = (float)-1.0925484305920792, c22 = (float)0.31539156525252005,
                 c23 = (float)-1.0925484305920792, c24 = (float)0.5462742152960396;
     const float c30 = (float)-0.5900435899266435, c31 = (float)2.890611442640554, c32 = (float)-0.4570457994644658,
                 c33 = (float)0.3731763325901154, c34 = (float)-0.4570457994644658, c35 = (float)1.445305721320277,
                 c36 = (float)-0.5900435899266435;
-    sh_basis(deg, x, y, z, b);
-    for (int k = 0; k < SH_COEFFS; k++) {
-        dx[k] = 0.0f;
-        dy[k] = 0.0f;
-        dz[k] = 0.0f;
+    float x = s.x, y = s.y, z = s.z, xx = s.xx, yy = s.yy, zz = s.zz;
+    dx = dy = dz = 0.0f;
+    switch (k) {
+    case 0: b = SH_C0; break;
+    case 1: b = mul_rn(-SH_C1, y); dy = -SH_C1; break;
+    case 2: b = mul_rn(SH_C1, z); dz = SH_C1; break;
+    case 3: b = mul_rn(-SH_C1, x); dx = -SH_C1; break;
+    case 4: b = mul_rn(c20, s.xy); dx = mul_rn(c20, y); dy = mul_rn(c20, x); break;
+    case 5: b = mul_rn(c21, s.yz); dy = mul_rn(c21, z); dz = mul_rn(c21, y); break;
+    case 6:
+        b = mul_rn(c22, mul_rn(2.0f, zz) - xx - yy);
+        dx = mul_rn(c22, mul_rn(-2.0f, x)); dy = mul_rn(c22, mul_rn(-2.0f, y)); dz = mul_rn(c22, mul_rn(4.0f, z));
+        break;
+    case 7: b = mul_rn(c23, s.xz); dx = mul_rn(c23, z); dz = mul_rn(c23, x); break;
+    case 8: b = mul_rn(c24, xx - yy); dx = mul_rn(c24, mul_rn(2.0f, x)); dy = mul_rn(c24, mul_rn(-2.0f, y)); break;
+    case 9:
+        b = mul_rn(mul_rn(c30, y), mul_rn(3.0f, xx) - yy);
+        dx = mul_rn(mul_rn(mul_rn(c30, 6.0f), x), y); dy = mul_rn(c30, mul_rn(3.0f, xx) - mul_rn(3.0f, yy));
+        break;
+    case 10:
+        b = mul_rn(mul_rn(c31, s.xy), z);
+        dx = mul_rn(mul_rn(c31, y), z); dy = mul_rn(mul_rn(c31, x), z); dz = mul_rn(mul_rn(c31, x), y);
+        break;
+    case 11:
+        b = mul_rn(mul_rn(c32, y), mul_rn(4.0f, zz) - xx - yy);
+        dx = mul_rn(c32, mul_rn(mul_rn(-2.0f, x), y)); dy = mul_rn(c32, mul_rn(4.0f, zz) - xx - mul_rn(3.0f, yy));
+        dz = mul_rn(mul_rn(mul_rn(c32, 8.0f), y), z);
+        break;
+    case 12:
+        b = mul_rn(mul_rn(c33, z), mul_rn(2.0f, zz) - mul_rn(3.0f, xx) - mul_rn(3.0f, yy));
+        dx = mul_rn(c33, mul_rn(mul_rn(-6.0f, x), z)); dy = mul_rn(c33, mul_rn(mul_rn(-6.0f, y), z));
+        dz = mul_rn(c33, mul_rn(6.0f, zz) - mul_rn(3.0f, xx) - mul_rn(3.0f, yy));
+        break;
+    case 13:
+        b = mul_rn(mul_rn(c34, x), mul_rn(4.0f, zz) - xx - yy);
+        dx = mul_rn(c34, mul_rn(4.0f, zz) - mul_rn(3.0f, xx) - yy); dy = mul_rn(c34, mul_rn(mul_rn(-2.0f, x), y));
+        dz = mul_rn(mul_rn(mul_rn(c34, 8.0f), x), z);
+        break;
+    case 14:
+        b = mul_rn(mul_rn(c35, z), xx - yy);
+        dx = mul_rn(mul_rn(mul_rn(c35, 2.0f), x), z); dy = mul_rn(c35, mul_rn(mul_rn(-2.0f, y), z)); dz = mul_rn(c35, xx - yy);
+        break;
+    default:
+        b = mul_rn(mul_rn(c36, x), xx - mul_rn(3.0f, yy));
+        dx = mul_rn(c36, mul_rn(3.0f, xx) - mul_rn(3.0f, yy)); dy = mul_rn(c36, mul_rn(mul_rn(-6.0f, x), y));
+        break;
     }
-    if (deg < 1) return;
-    dy[1] = -SH_C1;
-    dz[2] = SH_C1;
-    dx[3] = -SH_C1;
-    if (deg < 2) return;
-    dx[4] = mul_rn(c20, y); dy[4] = mul_rn(c20, x);
-    dy[5] = mul_rn(c21, z); dz[5] = mul_rn(c21, y);
-    dx[6] = mul_rn(c22, mul_rn(-2.0f, x)); dy[6] = mul_rn(c22, mul_rn(-2.0f, y)); dz[6] = mul_rn(c22, mul_rn(4.0f, z));
-    dx[7] = mul_rn(c23, z); dz[7] = mul_rn(c23, x);
-    dx[8] = mul_rn(c24, mul_rn(2.0f, x)); dy[8] = mul_rn(c24, mul_rn(-2.0f, y));
-    if (deg < 3) return;
-    float xx = mul_rn(x, x), yy = mul_rn(y, y), zz = mul_rn(z, z);
-    dx[9] = mul_rn(mul_rn(mul_rn(c30, 6.0f), x), y); dy[9] = mul_rn(c30, mul_rn(3.0f, xx) - mul_rn(3.0f, yy));
-    dx[10] = mul_rn(mul_rn(c31, y), z); dy[10] = mul_rn(mul_rn(c31, x), z); dz[10] = mul_rn(mul_rn(c31, x), y);
-    dx[11] = mul_rn(c32, mul_rn(mul_rn(-2.0f, x), y)); dy[11] = mul_rn(c32, mul_rn(4.0f, zz) - xx - mul_rn(3.0f, yy)); dz[11] = mul_rn(mul_rn(mul_rn(c32, 8.0f), y), z);
-    dx[12] = mul_rn(c33, mul_rn(mul_rn(-6.0f, x), z)); dy[12] = mul_rn(c33, mul_rn(mul_rn(-6.0f, y), z)); dz[12] = mul_rn(c33, mul_rn(6.0f, zz) - mul_rn(3.0f, xx) - mul_rn(3.0f, yy));
-    dx[13] = mul_rn(c34, mul_rn(4.0f, zz) - mul_rn(3.0f, xx) - yy); dy[13] = mul_rn(c34, mul_rn(mul_rn(-2.0f, x), y)); dz[13] = mul_rn(mul_rn(mul_rn(c34, 8.0f), x), z);
-    dx[14] = mul_rn(mul_rn(mul_rn(c35, 2.0f), x), z); dy[14] = mul_rn(c35, mul_rn(mul_rn(-2.0f, y), z)); dz[14] = mul_rn(c35, xx - yy);
-    dx[15] = mul_rn(c36, mul_rn(3.0f, xx) - mul_rn(3.0f, yy)); dy[15] = mul_rn(c36, mul_rn(mul_rn(-6.0f, x), y));
+}
+
+// sh_basis writes the (deg+1)² basis functions at the unit direction (x, y, z) to out
+// (splat.SHBasis); the entries above the degree are left as they are.
+DEVICE void sh_basis(int deg, float x, float y, float z, float* out)
+{
+    ShDir s = sh_dir(x, y, z);
+    int nc = (deg + 1) * (deg + 1);
+    for (int k = 0; k < SH_COEFFS; k++) {
+        float dx, dy, dz;
+        if (k < nc) sh_term(k, s, out[k], dx, dy, dz);
+    }
 }
 
 DEVICE float dot3(const float* a, const float* b) { return mul_rn(a[0], b[0]) + mul_rn(a[1], b[1]) + mul_rn(a[2], b[2]); }

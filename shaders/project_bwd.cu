@@ -60,43 +60,49 @@ DEVICE void sh_stage_out(const float* s, const GPTR u32* valid, u32 cnt, GPTR fl
 
 // sh_backward replaces the splat's 48 SH coefficients in sh (its row in shared memory) by their
 // gradients (zero above the degree and for clamped channels) and returns dL/dμ through the view
-// direction in dmu. The coefficients are read from shared memory rather than held in registers;
-// channel c's coefficients are read before they are overwritten, and no other channel's are
-// touched meanwhile. The loops have constant trip counts, so that the basis arrays stay in
-// registers.
+// direction in dmu. The coefficients are read from shared memory rather than held in registers.
+// Term k of the basis and its derivatives are computed once, where they are used, for all
+// three channels (sh_term: nothing is kept for the other terms); the direction gradient sums
+// its terms k by k, channels within each k, as internal/prep's shBackward does. Coefficient
+// (k, c) is read before it is overwritten, and the colours it feeds were summed beforehand.
 DEVICE void sh_backward(const Cam& cam, float* sh, const float* mean, const float* dColor, float* dmu)
 {
     float d[3] = {mean[0] - cam.center[0], mean[1] - cam.center[1], mean[2] - cam.center[2]};
     float n = sqrtd(dot3(d, d));
     float x = d[0] / n, y = d[1] / n, z = d[2] / n;
-    float b[SH_COEFFS], bx[SH_COEFFS], by[SH_COEFFS], bz[SH_COEFFS];
-    for (int k = 0; k < SH_COEFFS; k++) b[k] = 0.0f;
-    sh_basis_grad(cam.shDegree, x, y, z, b, bx, by, bz);
+    ShDir sd = sh_dir(x, y, z);
     int nc = (cam.shDegree + 1) * (cam.shDegree + 1);
+    // Each channel's colour, its terms summed in k order.
+    float v[3] = {0.5f, 0.5f, 0.5f};
+    for (int k = 0; k < SH_COEFFS; k++) {
+        if (k >= nc) continue;
+        float b, bx, by, bz;
+        sh_term(k, sd, b, bx, by, bz);
+        for (int c = 0; c < 3; c++) v[c] += b * sh[k * 3 + c];
+    }
+    // Clamped at zero: no gradient (design.md §3).
+    bool on[3] = {v[0] > 0.0f, v[1] > 0.0f, v[2] > 0.0f};
     float dd[3] = {0.0f, 0.0f, 0.0f};
-    for (int c = 0; c < 3; c++) {
-        float v = 0.5f;
-        for (int k = 0; k < SH_COEFFS; k++)
-            if (k < nc) v += b[k] * sh[k * 3 + c];
-        // Clamped at zero: no gradient (design.md §3).
-        bool on = v > 0.0f;
-        float gc = dColor[c];
-        for (int k = 0; k < SH_COEFFS; k++) {
-            bool use = on && k < nc;
+    for (int k = 0; k < SH_COEFFS; k++) {
+        float b, bx, by, bz;
+        sh_term(k, sd, b, bx, by, bz);
+        for (int c = 0; c < 3; c++) {
+            bool use = on[c] && k < nc;
+            float gc = dColor[c];
             float s = sh[k * 3 + c];
-            sh[k * 3 + c] = use ? b[k] * gc : 0.0f;
+            sh[k * 3 + c] = use ? b * gc : 0.0f;
             if (use) {
-                dd[0] += bx[k] * s * gc;
-                dd[1] += by[k] * s * gc;
-                dd[2] += bz[k] * s * gc;
+                dd[0] += bx * s * gc;
+                dd[1] += by * s * gc;
+                dd[2] += bz * s * gc;
             }
         }
     }
     // Through d̂ = d/‖d‖: dd = (dd̂ − d̂(d̂·dd̂))/‖d‖.
-    float sd = x * dd[0] + y * dd[1] + z * dd[2];
-    dmu[0] = (dd[0] - x * sd) / n;
-    dmu[1] = (dd[1] - y * sd) / n;
-    dmu[2] = (dd[2] - z * sd) / n;
+    float sdot = x * dd[0] + y * dd[1] + z * dd[2];
+    dmu[0] = (dd[0] - x * sdot) / n;
+    dmu[1] = (dd[1] - y * sdot) / n;
+    dmu[2] = (dd[2] - z * sdot) / n;
 }
 
 // quat_vjp maps dL/dR (R the rotation of q̂ = q/n) back to dL/dq of the unnormalised q.

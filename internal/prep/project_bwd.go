@@ -56,17 +56,23 @@ func shBackward[F splat.Float](cam *Cam[F], deg int, g *splat.GaussiansOf[F], i 
 	sh := g.SH[i*splat.SHCoeffs*3:]
 	gsh := grads.SH[i*splat.SHCoeffs*3:]
 	nc := splat.NumCoeffs(deg)
+	// Each channel's colour, its terms summed in k order.
+	v := [3]F{0.5, 0.5, 0.5}
+	for k := 0; k < nc; k++ {
+		for c := range v {
+			v[c] += b[k] * sh[k*3+c]
+		}
+	}
+	// The direction's gradient sums its terms k by k, the channels within each k: the GPU
+	// (shaders/project_bwd.cu) computes each basis term once for all three channels, and the
+	// two engines sum in the same order.
 	var ddir vec3[F]
-	for c := 0; c < 3; c++ {
-		v := F(0.5)
-		for k := 0; k < nc; k++ {
-			v += b[k] * sh[k*3+c]
-		}
-		if !(v > 0) {
-			continue // clamped at zero: no gradient (design.md §3)
-		}
-		gc := dColor[c]
-		for k := 0; k < nc; k++ {
+	for k := 0; k < nc; k++ {
+		for c := range v {
+			if !(v[c] > 0) {
+				continue // clamped at zero: no gradient (design.md §3)
+			}
+			gc := dColor[c]
 			gsh[k*3+c] = b[k] * gc
 			ddir[0] += bx[k] * sh[k*3+c] * gc
 			ddir[1] += by[k] * sh[k*3+c] * gc
