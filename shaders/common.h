@@ -84,19 +84,27 @@ DEVICE float logd(float x) { return (float)log((double)x); }
 DEVICE float sqrtd(float x) { return (float)sqrt((double)x); }
 DEVICE float sigmoidd(float x) { return (float)(1.0 / (1.0 + exp(-(double)x))); }
 
-// exp32 is internal/raster's exp32 (the rasterizer's exponential): e^x rounded to float32
-// through a degree-7 Taylor polynomial around the nearest multiple of ln 2, flushing results
-// below e^-100 to 0. The same polynomial keeps the skip decisions of forward and backward the
-// CPU's.
-DEVICE float exp32(float xf)
+// exp32 is internal/raster's exp32 (the rasterizer's exponential), in float32 alone: n is
+// rounded by adding 1.5·2²³, r = x − n·ln2 is reduced with ln2 split in two, e^r = 1 + r +
+// r²·P(r) with a degree-5 P, and e^x = e^r·2ⁿ; 0 below e^-87 and for NaN. Every product is
+// mul_rn (never fused), so the bits are the CPU's and the skip decisions of forward and
+// backward the CPU's. A float64 polynomial did this before: at half the float32 rate, with
+// two slow 64-bit conversions, it was most of the rasterizers' arithmetic.
+DEVICE float exp32(float x)
 {
-    const double log2e = 1.4426950408889634;
-    const double ln2 = 0.6931471805599453;
-    double v = (double)xf;
-    if (!(v > -100.0)) return 0.0f;
-    if (v > 0.0) return (float)exp(v);
-    long long n = (long long)(dmul_rn(v, log2e) - 0.5); // round to nearest, for v <= 0 (truncation toward zero)
-    double r = v - dmul_rn((double)n, ln2);
-    double p = 1.0 + dmul_rn(r, 1.0 + dmul_rn(r, 1.0 / 2 + dmul_rn(r, 1.0 / 6 + dmul_rn(r, 1.0 / 24 + dmul_rn(r, 1.0 / 120 + dmul_rn(r, 1.0 / 720 + dmul_rn(r, 1.0 / 5040)))))));
-    return (float)dmul_rn(p, bits_f64((u64)(n + 1023) << 52));
+    const float round = 12582912.0f; // 1.5·2²³
+    const float ln2Hi = 0.693359375f, ln2Lo = -2.12194440e-4f;
+    if (!(x > -87.0f)) return 0.0f;
+    if (!(x < 88.0f)) return (float)exp((double)x);
+    float j = mul_rn(x, 1.44269504088896341f) + round;
+    float nf = j - round;
+    i32 n = (i32)(f32_bits(j) - f32_bits(round)); // |n| <= 127
+    float r = (x - mul_rn(nf, ln2Hi)) - mul_rn(nf, ln2Lo);
+    float p = mul_rn(1.9875691500e-4f, r) + 1.3981999507e-3f;
+    p = mul_rn(p, r) + 8.3334519073e-3f;
+    p = mul_rn(p, r) + 4.1665795894e-2f;
+    p = mul_rn(p, r) + 1.6666665459e-1f;
+    p = mul_rn(p, r) + 5.0000001201e-1f;
+    float y = (mul_rn(p, mul_rn(r, r)) + r) + 1.0f;
+    return mul_rn(y, bits_f32((u32)(n + 127) << 23));
 }

@@ -80,28 +80,42 @@ func ewaRowStart[F splat.Float](s *ewaSplat[F], hb, hc F, x int) (dx, g, r F) {
 	return dx, expF(power), expF(-(s.ha*(2*dx+1) + hb))
 }
 
-// exp32 returns e^x rounded to float32. It is the rasterizer's hottest
-// operation (one per pixel a splat can blend into), and math.Exp's full
-// float64 accuracy is wasted on a float32 result: with x = n·ln2 + r,
-// |r| ≤ ln2/2, e^x = 2ⁿ·e^r and a degree-7 Taylor polynomial gives e^r to a
-// relative 5e-9, far below float32's 6e-8 rounding. Results below e^−100
-// (under float32's smallest subnormal but one) are flushed to 0.
+// exp32 returns e^x to float32 accuracy, in float32 arithmetic alone. It is
+// the rasterizer's hottest operation (one per pixel a splat can blend into,
+// on the CPU and in shaders/common.h's twin, which must give the same bits),
+// and on a GPU float64 runs at half the float32 rate at best, its conversions
+// slower still. With x = n·ln2 + r, |r| ≤ ln2/2, e^x = 2ⁿ·e^r: n is rounded
+// by adding 1.5·2²³ (whose float32 ulp is 1), r is reduced with ln2 split in
+// two (Cody and Waite: n·ln2Hi is exact), and e^r = 1 + r + r²·P(r) with
+// Cephes' degree-5 minimax P; within one float32 ulp of e^x (TestExp32).
+// Every product is rounded on its own (float32(...)), so that no compiler
+// fuses it into a multiply-add the GPU would not do. Results below e^−87
+// (near float32's smallest normal) and NaN give 0; from e^88 on it is
+// math.Exp's, rounded.
 func exp32(x float32) float32 {
 	const (
-		log2e = 1.4426950408889634
-		ln2   = 0.6931471805599453
+		log2e = float32(1.44269504088896341)
+		round = float32(12582912) // 1.5·2²³
+		ln2Hi = float32(0.693359375)
+		ln2Lo = float32(-2.12194440e-4)
 	)
-	v := float64(x)
-	if !(v > -100) {
+	if !(x > -87) {
 		return 0
 	}
-	if !(v < 88) {
-		return float32(math.Exp(v)) // +Inf or NaN
+	if !(x < 88) {
+		return float32(math.Exp(float64(x)))
 	}
-	n := int64(math.Floor(v*log2e + 0.5)) // round to nearest
-	r := v - float64(n)*ln2
-	p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040)))))))
-	return float32(p * math.Float64frombits(uint64(n+1023)<<52))
+	j := float32(x*log2e) + round
+	nf := j - round
+	n := int32(math.Float32bits(j) - math.Float32bits(round)) // |n| ≤ 127
+	r := (x - float32(nf*ln2Hi)) - float32(nf*ln2Lo)
+	p := float32(float32(1.9875691500e-4)*r) + 1.3981999507e-3
+	p = float32(p*r) + 8.3334519073e-3
+	p = float32(p*r) + 4.1665795894e-2
+	p = float32(p*r) + 1.6666665459e-1
+	p = float32(p*r) + 5.0000001201e-1
+	y := (float32(p*float32(r*r)) + r) + 1
+	return float32(y * math.Float32frombits(uint32(n+127)<<23))
 }
 
 // ewaSplat is one splat's EWA data, loaded once per tile.
