@@ -48,6 +48,10 @@ DEVICE u32 f32_bits(float x) { return __float_as_uint(x); }
 DEVICE float bits_f32(u32 x) { return __uint_as_float(x); }
 DEVICE double bits_f64(u64 x) { return __longlong_as_double((long long)x); }
 
+// f4 is four floats moved as one 16-byte access (16-byte aligned, in shared memory too).
+typedef float4 f4;
+DEVICE f4 make_f4(float x, float y, float z, float w) { return make_float4(x, y, z, w); }
+
 // ld4/st4 move 4 consecutive floats, p[i..i+3] with i a multiple of 4, as one 16-byte access
 // (the buffers are 256-byte aligned): a quarter of the memory instructions of four loads.
 DEVICE void ld4(const GPTR float* p, u32 i, float* out)

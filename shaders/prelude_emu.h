@@ -273,6 +273,11 @@ DEVICE double bits_f64(u64 x)
     return d;
 }
 
+struct alignas(16) f4 {
+    float x, y, z, w;
+};
+DEVICE f4 make_f4(float x, float y, float z, float w) { return f4{x, y, z, w}; }
+
 DEVICE void ld4(const GPTR float* p, u32 i, float* out)
 {
     for (int k = 0; k < 4; k++) out[k] = p[i + k];

@@ -45,19 +45,24 @@ DEVICE u64 chunk_state(u32 slot, u32 P) { return (u64)slot * (u64)(4u * P); }
 #define GEO_RAY 13
 #define GEO_N(RAY) ((RAY) ? GEO_RAY : GEO_EWA)
 
-// Staged is the batch a block stages in shared memory (one SHARED instance per entry point):
-// slot j holds the splat's geometry (GEO_N(RAY) floats from j·GEO_N(RAY)), opacity, power
-// cut, colour, and whether it can reach alphaMin anywhere. The model is a template argument so
-// that EWA stages and reads only its 5 geometry floats.
+// Staged is the batch a block stages in shared memory (one SHARED instance per entry point),
+// packed in 16-byte packets so that a thread reads a splat with 3 (EWA) or 5 (ray) broadcast
+// loads, where 11 or 19 four-byte ones did before (their share of the rasterizers' per-pixel
+// instructions was a quarter). Slot j is packets PK_N(RAY)·j … PK_N(RAY)·j + PK_N(RAY) − 1:
+//   EWA: (mx, my, a, b), meta (c, opacity, power cut, ok), colour (r, g, b, 0)
+//   ray: (u0, u1, u2, A0), (A1 … A4), (A5 … A8), meta (‖u‖², opacity, power cut, ok), colour
+// ok is 1 when the splat can reach alphaMin somewhere, else 0 (and the other packets are
+// unset). The geometry floats in order, GEO_N(RAY) of them, are the packets before meta and
+// then meta.x. The model is a template argument so that EWA stages and reads only its own.
 // N is the batch's capacity in splats: BATCH for the forward, CHUNK for the backward (which
 // stages one chunk; less shared memory per block lets more blocks share an SM).
+#define PK_N(RAY) ((RAY) ? 5u : 3u)
 template <bool RAY, u32 N = BATCH> struct Staged {
-    float geo[N * GEO_N(RAY)];
-    float opac[N];
-    float cut[N];
-    float col[N * 3];
-    u32 ok[N];
+    f4 pk[N * PK_N(RAY)];
 };
+
+template <bool RAY, u32 N> DEVICE f4 staged_meta(const Staged<RAY, N>& s, u32 j) { return s.pk[j * PK_N(RAY) + PK_N(RAY) - 2u]; }
+template <bool RAY, u32 N> DEVICE f4 staged_color(const Staged<RAY, N>& s, u32 j) { return s.pk[j * PK_N(RAY) + PK_N(RAY) - 1u]; }
 
 // powerCut: the exponent below which o·exp(power) is certainly below amin, in float64 as the
 // CPU computes it; false when the splat can reach amin nowhere (o ≤ 0, NaN, or cut > 0).
@@ -111,43 +116,45 @@ DEVICE float alpha_of(float o, float power, float& g, bool& clamped)
     return clamped ? ALPHA_MAX : alpha;
 }
 
-// stage_splat loads splat id into the batch slot j of s; it returns whether the splat can
-// reach alpha_min anywhere (else every pixel skips it).
+// stage_splat loads splat id into the batch slot j of s, with ok = whether it can reach
+// alpha_min anywhere (else every pixel skips it).
 template <bool RAY, u32 N>
-DEVICE bool stage_splat(const Raster& rp, u32 id, u32 j, const GPTR float* opacity, const GPTR float* color,
+DEVICE void stage_splat(const Raster& rp, u32 id, u32 j, const GPTR float* opacity, const GPTR float* color,
                         const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU,
                         const GPTR float* rayA, Staged<RAY, N>& s)
 {
+    f4* pk = s.pk + j * PK_N(RAY);
     float o = opacity[id];
     double cut;
-    if (!power_cut(o, rp.alphaMin, cut)) return false;
-    s.opac[j] = o;
-    s.col[j * 3] = color[id * 3];
-    s.col[j * 3 + 1] = color[id * 3 + 1];
-    s.col[j * 3 + 2] = color[id * 3 + 2];
-    float* geo = s.geo + j * GEO_N(RAY);
-    if (RAY) {
-        s.cut[j] = (float)(-2.0 * cut);
-        float u0 = rayU[id * 3], u1 = rayU[id * 3 + 1], u2 = rayU[id * 3 + 2];
-        geo[0] = u0;
-        geo[1] = u1;
-        geo[2] = u2;
-        for (int k = 0; k < 9; k++) geo[3 + k] = rayA[id * 9 + k];
-        geo[12] = mul_rn(u0, u0) + mul_rn(u1, u1) + mul_rn(u2, u2);
-    } else {
-        s.cut[j] = (float)cut;
-        geo[0] = mean2d[id * 2];
-        geo[1] = mean2d[id * 2 + 1];
-        geo[2] = conic[id * 3];
-        geo[3] = conic[id * 3 + 1];
-        geo[4] = conic[id * 3 + 2];
+    if (!power_cut(o, rp.alphaMin, cut)) {
+        pk[PK_N(RAY) - 2u] = make_f4(0.0f, 0.0f, 0.0f, 0.0f);
+        return;
     }
-    return true;
+    pk[PK_N(RAY) - 1u] = make_f4(color[id * 3], color[id * 3 + 1], color[id * 3 + 2], 0.0f);
+    if (RAY) {
+        float u0 = rayU[id * 3], u1 = rayU[id * 3 + 1], u2 = rayU[id * 3 + 2];
+        const GPTR float* A = rayA + id * 9u;
+        pk[0] = make_f4(u0, u1, u2, A[0]);
+        pk[1] = make_f4(A[1], A[2], A[3], A[4]);
+        pk[2] = make_f4(A[5], A[6], A[7], A[8]);
+        float uu = mul_rn(u0, u0) + mul_rn(u1, u1) + mul_rn(u2, u2);
+        pk[3] = make_f4(uu, o, (float)(-2.0 * cut), 1.0f);
+    } else {
+        pk[0] = make_f4(mean2d[id * 2], mean2d[id * 2 + 1], conic[id * 3], conic[id * 3 + 1]);
+        pk[1] = make_f4(conic[id * 3 + 2], o, (float)cut, 1.0f);
+    }
 }
 
-// load_geo copies slot j's geometry into registers (every thread reads the same words: a
-// shared-memory broadcast).
-template <bool RAY, u32 N> DEVICE void load_geo(const Staged<RAY, N>& s, u32 j, float* geo)
+// load_geo copies slot j's geometry into registers, meta being staged_meta(s, j) (every
+// thread reads the same words: shared-memory broadcasts).
+template <bool RAY, u32 N> DEVICE void load_geo(const Staged<RAY, N>& s, u32 j, f4 meta, float* geo)
 {
-    for (int q = 0; q < GEO_N(RAY); q++) geo[q] = s.geo[j * GEO_N(RAY) + q];
+    for (u32 q = 0; q + 2u < PK_N(RAY); q++) {
+        f4 p = s.pk[j * PK_N(RAY) + q];
+        geo[4 * q] = p.x;
+        geo[4 * q + 1] = p.y;
+        geo[4 * q + 2] = p.z;
+        geo[4 * q + 3] = p.w;
+    }
+    geo[GEO_N(RAY) - 1] = meta.x;
 }

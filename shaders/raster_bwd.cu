@@ -115,21 +115,22 @@ DEVICE void raster_bwd_chunk(Staged<RAY, CHUNK>& s, u32* sId, float* sGrad, u32 
     for (u32 j = TID; j < nb; j += BDIM) {
         u32 id = ids[start + lo + j];
         sId[j] = id;
-        s.ok[j] = stage_splat<RAY>(rp, id, j, opacity, color, mean2d, conic, rayU, rayA, s) ? 1u : 0u;
+        stage_splat<RAY>(rp, id, j, opacity, color, mean2d, conic, rayU, rayA, s);
     }
     for (u32 i = TID; i < nb * nv; i += BDIM) sGrad[i] = 0.0f;
     BARRIER();
     for (u32 jj = nb; jj > 0u; jj--) {
         u32 j = jj - 1u;
-        if (!s.ok[j]) continue; // the same for every thread
+        f4 meta = staged_meta(s, j);
+        if (meta.w == 0.0f) continue; // the same for every thread
         u32 k = lo + j;
         float v[16];
         for (int q = 0; q < 16; q++) v[q] = 0.0f;
         bool hit = false;
         if (k < cnt) {
             float geo[GEO_N(RAY)];
-            load_geo<RAY>(s, j, geo);
-            float o = s.opac[j], cut = s.cut[j];
+            load_geo<RAY>(s, j, meta, geo);
+            float o = meta.y, cut = meta.z;
             float power = 0.0f, dx = 0.0f, dy = 0.0f, sc = 0.0f;
             float w[3] = {0.0f, 0.0f, 0.0f}, rv[3];
             bool ok;
@@ -148,7 +149,8 @@ DEVICE void raster_bwd_chunk(Staged<RAY, CHUNK>& s, u32* sId, float* sGrad, u32 
             }
             if (ok) {
                 hit = true;
-                float c0 = s.col[j * 3], c1 = s.col[j * 3 + 1], c2 = s.col[j * 3 + 2];
+                f4 col = staged_color(s, j);
+                float c0 = col.x, c1 = col.y, c2 = col.z;
                 float inv = 1.0f / (1.0f - alpha);
                 float tj = T * inv;
                 float wt = alpha * tj;

@@ -62,7 +62,7 @@ DEVICE void raster_fwd_body(Staged<RAY>& s, u32& alive, const Raster& rp, const 
         if (alive == 0u) break; // every pixel of the tile is finished
         u32 nb = end - b0 < (u32)BATCH ? end - b0 : (u32)BATCH;
         for (u32 j = TID; j < nb; j += BDIM)
-            s.ok[j] = stage_splat<RAY>(rp, ids[b0 + j], j, opacity, color, mean2d, conic, rayU, rayA, s) ? 1u : 0u;
+            stage_splat<RAY>(rp, ids[b0 + j], j, opacity, color, mean2d, conic, rayU, rayA, s);
         BARRIER();
         for (u32 j = 0; j < nb && !done; j++) {
             // Entry k = b0 − start + j starts chunk k/CHUNK (BATCH is a multiple of CHUNK, so
@@ -77,10 +77,11 @@ DEVICE void raster_fwd_body(Staged<RAY>& s, u32& alive, const Raster& rp, const 
                 q[2u * P] = cg;
                 q[3u * P] = cb;
             }
-            if (!s.ok[j]) continue;
+            f4 meta = staged_meta(s, j);
+            if (meta.w == 0.0f) continue;
             float geo[GEO_N(RAY)];
-            load_geo<RAY>(s, j, geo);
-            float o = s.opac[j], cut = s.cut[j];
+            load_geo<RAY>(s, j, meta, geo);
+            float o = meta.y, cut = meta.z;
             float power;
             if (RAY) {
                 float w[3], v[3], sc;
@@ -101,9 +102,10 @@ DEVICE void raster_fwd_body(Staged<RAY>& s, u32& alive, const Raster& rp, const 
                 break;
             }
             float wt = mul_rn(alpha, T);
-            cr = cr + mul_rn(wt, s.col[j * 3]);
-            cg = cg + mul_rn(wt, s.col[j * 3 + 1]);
-            cb = cb + mul_rn(wt, s.col[j * 3 + 2]);
+            f4 col = staged_color(s, j);
+            cr = cr + mul_rn(wt, col.x);
+            cg = cg + mul_rn(wt, col.y);
+            cb = cb + mul_rn(wt, col.z);
             T = tn;
             cnt = b0 - start + j + 1u;
             hits++;
