@@ -332,17 +332,23 @@ func (d *Device) Download(dst []byte, src driver.Buffer, off int) error {
 		if d.capturing {
 			return fmt.Errorf("cuda: download during graph capture: host copies cannot be captured")
 		}
-		var pin runtime.Pinner
-		defer pin.Unpin()
-		pin.Pin(&dst[0])
-		if err := d.check(d.api.cuMemcpyDtoHAsync(unsafe.Pointer(&dst[0]), b.ptr+uint64(off), uintptr(len(dst)), d.stream),
-			"cuMemcpyDtoHAsync_v2", ""); err != nil {
-			return err
-		}
-		// The driver returns from a copy into pageable memory once it is done; the sync makes
-		// that a guarantee, because dst belongs to the caller as soon as we return.
-		return d.check(d.api.cuStreamSynchronize(d.stream), "cuStreamSynchronize", "after download")
+		return d.copyToHost(dst, b.ptr+uint64(off), d.stream, "")
 	})
+}
+
+// copyToHost copies len(dst) > 0 bytes from device address src into dst on stream and waits
+// for it. The driver returns from a copy into pageable memory once it is done; the sync makes
+// that a guarantee, because dst belongs to the caller as soon as we return. dst is pinned for
+// the copy so that the Go runtime cannot move it while the driver writes. Owner thread only.
+func (d *Device) copyToHost(dst []byte, src uint64, stream uintptr, where string) error {
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	pin.Pin(&dst[0])
+	if err := d.check(d.api.cuMemcpyDtoHAsync(unsafe.Pointer(&dst[0]), src, uintptr(len(dst)), stream),
+		"cuMemcpyDtoHAsync_v2", where); err != nil {
+		return err
+	}
+	return d.check(d.api.cuStreamSynchronize(stream), "cuStreamSynchronize", "after download")
 }
 
 // DownloadAfter waits for the event after, then copies len(dst) bytes from src at off into dst
@@ -371,14 +377,7 @@ func (d *Device) DownloadAfter(dst []byte, src driver.Buffer, off int, after dri
 		if len(dst) == 0 {
 			return nil
 		}
-		var pin runtime.Pinner
-		defer pin.Unpin()
-		pin.Pin(&dst[0])
-		if err := d.check(d.api.cuMemcpyDtoHAsync(unsafe.Pointer(&dst[0]), b.ptr+uint64(off), uintptr(len(dst)), d.readback),
-			"cuMemcpyDtoHAsync_v2", "readback stream"); err != nil {
-			return err
-		}
-		return d.check(d.api.cuStreamSynchronize(d.readback), "cuStreamSynchronize", "after download")
+		return d.copyToHost(dst, b.ptr+uint64(off), d.readback, "readback stream")
 	})
 }
 
