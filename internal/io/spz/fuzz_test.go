@@ -1,0 +1,70 @@
+package spz
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/rlxsplat/rlxsplat/internal/splat"
+)
+
+// seeds are files this package's writer made: both versions, every SH
+// degree, with and without the antialiasing flag, empty and not.
+func seeds(f *testing.F) [][]byte {
+	var out [][]byte
+	for _, v := range []int{2, 3} {
+		for deg := 0; deg <= splat.MaxSHDegree; deg++ {
+			out = append(out, encodeBytes(f, randomScene(sceneSeed, 3, deg), Options{SHDegree: deg, Version: v, Antialiased: deg%2 == 1}))
+		}
+	}
+	return append(out, encodeBytes(f, splat.New(0), Options{}))
+}
+
+// FuzzRead feeds arbitrary bytes to Read. It must not panic; its errors
+// must name the package and file; and a stream that reads must hold valid
+// splats that survive a write and a second read within the quantisation
+// bounds (boundsFor) of the fractional bits the rewrite chose.
+func FuzzRead(f *testing.F) {
+	for _, s := range seeds(f) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { checkRead(t, data) })
+}
+
+// FuzzReadPayload is FuzzRead with the mutations made inside the gzip
+// layer: most mutations of a compressed file only break its checksum, so
+// this is the fuzzer that exercises the header and array checks.
+func FuzzReadPayload(f *testing.F) {
+	for _, s := range seeds(f) {
+		f.Add(gunzip(f, s))
+	}
+	f.Fuzz(func(t *testing.T, payload []byte) { checkRead(t, gzipBytes(t, payload)) })
+}
+
+func checkRead(t *testing.T, data []byte) {
+	g, info, err := Read(bytes.NewReader(data), "fuzz.spz")
+	if err != nil {
+		if !strings.HasPrefix(err.Error(), "spz: fuzz.spz: ") {
+			t.Fatalf("error without package and file: %v", err)
+		}
+		return
+	}
+	if err := g.Validate(); err != nil {
+		t.Fatalf("read gave invalid splats: %v", err)
+	}
+	if g.Len() != info.Count || info.SHDegree < 0 || info.SHDegree > splat.MaxSHDegree {
+		t.Fatalf("%d splats, info %+v", g.Len(), info)
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, g, Options{SHDegree: info.SHDegree, Version: info.Version, Antialiased: info.Antialiased}); err != nil {
+		t.Fatalf("rewrite: %v", err)
+	}
+	back, info2, err := Read(&buf, "back.spz")
+	if err != nil {
+		t.Fatalf("reading the rewrite: %v", err)
+	}
+	if info2.Count != info.Count || info2.SHDegree != info.SHDegree || info2.Version != info.Version || info2.Antialiased != info.Antialiased {
+		t.Fatalf("rewrite info %+v, first read %+v", info2, info)
+	}
+	within(t, back, g, info.SHDegree, boundsFor(info.Version, info2.FractionalBits))
+}

@@ -1,0 +1,358 @@
+package spz
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rlxsplat/rlxsplat/internal/splat"
+)
+
+// TestRoundTrip writes random scenes of every version, SH degree and flag
+// and reads them back: every field must come back within the bound its
+// encoding states (boundsFor), coefficients above the degree as zero, and
+// the header as written.
+func TestRoundTrip(t *testing.T) {
+	for _, version := range []int{2, 3} {
+		for deg := 0; deg <= splat.MaxSHDegree; deg++ {
+			for _, aa := range []bool{false, true} {
+				o := Options{SHDegree: deg, Antialiased: aa, Version: version}
+				t.Run(toString(o), func(t *testing.T) {
+					g := randomScene(sceneSeed+uint64(deg), 500, 3)
+					back, info, err := Read(bytes.NewReader(encodeBytes(t, g, o)), "rt.spz")
+					if err != nil {
+						t.Fatal(err)
+					}
+					want := Info{Version: version, Count: 500, SHDegree: deg, FractionalBits: 12, Antialiased: aa}
+					if info != want {
+						t.Fatalf("info %+v, want %+v", info, want)
+					}
+					if err := back.Validate(); err != nil {
+						t.Fatal(err)
+					}
+					within(t, back, g, deg, boundsFor(version, 12))
+				})
+			}
+		}
+	}
+}
+
+func toString(o Options) string {
+	return fmt.Sprintf("v%d_deg%d_aa=%t", o.Version, o.SHDegree, o.Antialiased)
+}
+
+// TestPayloadGolden checks the decompressed bytes of hand-made splats
+// against values worked out by hand from the spec, field by field.
+func TestPayloadGolden(t *testing.T) {
+	g := splat.New(2)
+	// Splat 0: RDF (1, 2, −3) is RUB (1, −2, 3): 4096, −8192, 12288 at 12
+	// fractional bits. Opacity logit 0 → 0.5·255 = 127.5 → 128; DC 0 →
+	// 127.5 → 128; log scale 0 → (0+10)·16 = 160; identity rotation:
+	// xyzw (0,0,0,1), largest index 3, others 0 → word 3<<30.
+	copy(g.Means[0:3], []float32{1, 2, -3})
+	// Splat 1: quaternion (w,x,y,z) = (0.8, 0, 0.6, 0) is RUB (0.8, 0,
+	// −0.6, 0), xyzw (0, −0.6, 0, 0.8): largest index 3; then x: 0, y:
+	// sign 1, magnitude round(0.6/√½·511) = 434, z: 0, giving
+	// 3<<30 | (512|434)<<10 = 0xC00EC800. Log scales −10, 5.9375, 7
+	// → 0, 255, 255 (clamped). DC 1 → 0.15·255 + 127.5 = 165.75 → 166.
+	// SH degree 1: coefficient 1 (y, negated) red 0.5 → −0.5 → −64+128 =
+	// 64 (a multiple of 8); coefficient 3 (x, kept) blue 0.25 → 160.
+	copy(g.Quats[4:8], []float32{0.8, 0, 0.6, 0})
+	copy(g.LogScales[3:6], []float32{-10, 5.9375, 7})
+	g.OpacityLogits[1] = 20
+	sh1 := g.SH[splat.SHCoeffs*3:]
+	sh1[0], sh1[1], sh1[2] = 1, 1, 1
+	sh1[1*3+0] = 0.5
+	sh1[3*3+2] = 0.25
+
+	payload := gunzip(t, encodeBytes(t, g, Options{SHDegree: 1, Antialiased: true}))
+	want := []byte{
+		'N', 'G', 'S', 'P', 3, 0, 0, 0, 2, 0, 0, 0, 1, 12, FlagAntialiased, 0, // header
+		0x00, 0x10, 0x00, 0x00, 0xE0, 0xFF, 0x00, 0x30, 0x00, // positions, splat 0
+		0, 0, 0, 0, 0, 0, 0, 0, 0, // splat 1 at the origin
+		128, 255, // alphas: sigmoid(20)·255 = 254.99… → 255
+		128, 128, 128, 166, 166, 166, // colours
+		160, 160, 160, 0, 255, 255, // scales
+		0x00, 0x00, 0x00, 0xC0, 0x00, 0xC8, 0x0E, 0xC0, // rotations
+		128, 128, 128, 128, 128, 128, 128, 128, 128, // SH, splat 0
+		64, 128, 128, 128, 128, 128, 128, 128, 160, // SH, splat 1
+	}
+	if !bytes.Equal(payload, want) {
+		t.Fatalf("payload\n got % x\nwant % x", payload, want)
+	}
+}
+
+// TestHeaderGolden checks the header of an empty scene, byte for byte, for
+// both versions: magic "NGSP" little-endian, version, count 0, degree,
+// 12 fractional bits, flags, reserved 0; and that nothing follows it.
+func TestHeaderGolden(t *testing.T) {
+	for _, tc := range []struct {
+		o    Options
+		want []byte
+	}{
+		{Options{}, []byte{0x4e, 0x47, 0x53, 0x50, 3, 0, 0, 0, 0, 0, 0, 0, 0, 12, 0, 0}},
+		{Options{Version: 2, SHDegree: 3, Antialiased: true}, []byte{0x4e, 0x47, 0x53, 0x50, 2, 0, 0, 0, 0, 0, 0, 0, 3, 12, 1, 0}},
+	} {
+		got := gunzip(t, encodeBytes(t, splat.New(0), tc.o))
+		if !bytes.Equal(got, tc.want) {
+			t.Errorf("%+v: header % x, want % x", tc.o, got, tc.want)
+		}
+	}
+}
+
+// TestDegrees checks, for SH degree 0..3, the payload length (16 + N·(9 +
+// 1 + 3 + 3 + 4 + 3·K) with K = 0, 3, 8, 15 rest coefficients) and that
+// writing degree d of a degree-3 scene reads back degree d with the
+// higher coefficients zero and the lower ones kept.
+func TestDegrees(t *testing.T) {
+	const n = 7
+	g := randomScene(sceneSeed, n, 3)
+	for deg, k := range []int{0, 3, 8, 15} {
+		data := encodeBytes(t, g, Options{SHDegree: deg})
+		if got, want := len(gunzip(t, data)), HeaderSize+n*(20+3*k); got != want {
+			t.Errorf("degree %d: payload %d bytes, want %d", deg, got, want)
+		}
+		back, info, err := Read(bytes.NewReader(data), "deg.spz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.SHDegree != deg {
+			t.Errorf("degree %d: read degree %d", deg, info.SHDegree)
+		}
+		within(t, back, g, deg, boundsFor(3, 12))
+	}
+}
+
+// TestFractionalBits: a scene beyond ±2048 units is written with fewer
+// fractional bits (and a coarser step), not wrapped; one beyond ±2²³ is
+// refused.
+func TestFractionalBits(t *testing.T) {
+	for _, tc := range []struct {
+		far    float32
+		wantFB int
+	}{
+		{2047, 12}, {2048.5, 11}, {3000, 11}, {-1e6, 3}, {8388607, 0},
+	} {
+		g := randomScene(sceneSeed, 3, 0)
+		g.Means[4] = tc.far
+		back, info, err := Read(bytes.NewReader(encodeBytes(t, g, Options{})), "far.spz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.FractionalBits != tc.wantFB {
+			t.Errorf("coordinate %g: %d fractional bits, want %d", tc.far, info.FractionalBits, tc.wantFB)
+		}
+		within(t, back, g, 0, boundsFor(3, tc.wantFB))
+	}
+}
+
+// colour evaluates Σ_k Y_k(d)·c_k for one channel of one splat's SH.
+func colour(sh []float32, c int, d [3]float64) float64 {
+	var basis [splat.SHCoeffs]float64
+	splat.SHBasis(splat.MaxSHDegree, d[0], d[1], d[2], &basis)
+	s := 0.0
+	for k := 0; k < splat.SHCoeffs; k++ {
+		s += basis[k] * float64(sh[k*3+c])
+	}
+	return s
+}
+
+// rotation returns the rotation matrix of quaternion (w,x,y,z).
+func rotation(q [4]float64) [3][3]float64 {
+	w, x, y, z := q[0], q[1], q[2], q[3]
+	n := w*w + x*x + y*y + z*z
+	w, x, y, z = w/math.Sqrt(n), x/math.Sqrt(n), y/math.Sqrt(n), z/math.Sqrt(n)
+	return [3][3]float64{
+		{1 - 2*(y*y+z*z), 2 * (x*y - w*z), 2 * (x*z + w*y)},
+		{2 * (x*y + w*z), 1 - 2*(x*x+z*z), 2 * (y*z - w*x)},
+		{2 * (x*z - w*y), 2 * (y*z + w*x), 1 - 2*(x*x+y*y)},
+	}
+}
+
+// TestConvertColour checks the RDF→RUB map on its own, in float64: a
+// splat's colour in direction d equals the mapped splat's colour (SH
+// coefficients times shSign) in the mapped direction F·d, F = diag(1,−1,−1),
+// for every coefficient of degree 3; and the mapped quaternion (toRUB)
+// has rotation F·R·F, so the covariance R·S²·Rᵀ maps to F·Σ·F.
+func TestConvertColour(t *testing.T) {
+	rng := rand.New(rand.NewPCG(sceneSeed, 2))
+	g := randomScene(sceneSeed, 20, 3)
+	for i := 0; i < g.Len(); i++ {
+		sh := g.SH[i*splat.SHCoeffs*3 : (i+1)*splat.SHCoeffs*3]
+		mapped := make([]float32, len(sh))
+		for k := 0; k < splat.SHCoeffs; k++ {
+			for c := 0; c < 3; c++ {
+				mapped[k*3+c] = shSign[k] * sh[k*3+c]
+			}
+		}
+		for trial := 0; trial < 10; trial++ {
+			d := [3]float64{rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64()}
+			n := math.Sqrt(d[0]*d[0] + d[1]*d[1] + d[2]*d[2])
+			d = [3]float64{d[0] / n, d[1] / n, d[2] / n}
+			fd := [3]float64{d[0] * float64(posSign[0]), d[1] * float64(posSign[1]), d[2] * float64(posSign[2])}
+			for c := 0; c < 3; c++ {
+				if a, b := colour(sh, c, d), colour(mapped, c, fd); math.Abs(a-b) > 1e-9*(1+math.Abs(a)) {
+					t.Fatalf("splat %d channel %d direction %v: colour %g before the map, %g after", i, c, d, a, b)
+				}
+			}
+		}
+		q := g.Quats[4*i : 4*i+4]
+		r, ok := toRUB(q[0], q[1], q[2], q[3])
+		if !ok {
+			t.Fatalf("splat %d: toRUB refused %v", i, q)
+		}
+		before := rotation([4]float64{float64(q[0]), float64(q[1]), float64(q[2]), float64(q[3])})
+		after := rotation([4]float64{r[3], r[0], r[1], r[2]}) // xyzw → wxyz
+		for a := 0; a < 3; a++ {
+			for b := 0; b < 3; b++ {
+				want := float64(posSign[a]*posSign[b]) * before[a][b]
+				if math.Abs(after[a][b]-want) > 1e-6 {
+					t.Fatalf("splat %d: mapped rotation[%d][%d] = %g, want F·R·F = %g", i, a, b, after[a][b], want)
+				}
+			}
+		}
+	}
+}
+
+// TestWriterAxes reads a written file with the tests' own decoder, which
+// applies no axis map, and checks the stored RUB values: positions (x, −y,
+// −z), quaternion (w, x, −y, −z) in x,y,z,w order, and each SH
+// coefficient times its sign (values chosen to be exact at the bit depth).
+func TestWriterAxes(t *testing.T) {
+	g := splat.New(1)
+	copy(g.Means, []float32{0.5, 0.25, -0.125})
+	copy(g.Quats, []float32{0.5, 0.5, 0.5, 0.5}) // ties: largest is the first, x
+	for k := 1; k < splat.SHCoeffs; k++ {
+		for c := 0; c < 3; c++ {
+			g.SH[k*3+c] = float32(c+1) / 8 // 16, 32, 48 /128: multiples of 16
+		}
+	}
+	p := gunzip(t, encodeBytes(t, g, Options{SHDegree: 3}))
+	fixed := func(b []byte) float64 {
+		return float64(int32(uint32(b[0])<<8|uint32(b[1])<<16|uint32(b[2])<<24)>>8) / 4096
+	}
+	pos := p[HeaderSize:]
+	for c, want := range []float64{0.5, -0.25, 0.125} {
+		if got := fixed(pos[3*c:]); got != want {
+			t.Errorf("stored position %c = %g, want %g", "xyz"[c], got, want)
+		}
+	}
+	rot := unpackSmallest3([4]byte(p[HeaderSize+9+1+3+3:]))
+	for c, want := range []float64{0.5, -0.5, -0.5, 0.5} {
+		if math.Abs(rot[c]-want) > 3e-3 {
+			t.Errorf("stored quaternion %c = %g, want %g (all: %v)", "xyzw"[c], rot[c], want, rot)
+		}
+	}
+	sh := p[HeaderSize+9+1+3+3+4:]
+	for k := 1; k < splat.SHCoeffs; k++ {
+		for c := 0; c < 3; c++ {
+			want := shSign[k] * float32(c+1) / 8
+			if got := decodeSH(sh[(k-1)*3+c]); got != want {
+				t.Errorf("stored SH coefficient %d channel %d = %g, want %g", k, c, got, want)
+			}
+		}
+	}
+}
+
+// TestWriteErrors: what the format cannot hold is refused, naming the
+// splat, and nothing is left in a file's place.
+func TestWriteErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(g *splat.Gaussians)
+		o    Options
+		want string
+	}{
+		{"nan mean", func(g *splat.Gaussians) { g.Means[4] = float32(math.NaN()) }, Options{}, "means of splat 1"},
+		{"zero quaternion", func(g *splat.Gaussians) { copy(g.Quats[8:12], []float32{0, 0, 0, 0}) }, Options{}, "splat 2: quaternion"},
+		{"far", func(g *splat.Gaussians) { g.Means[5] = 1e7 }, Options{}, "splat 1: position z = 1e+07"},
+		{"degree 4", func(*splat.Gaussians) {}, Options{SHDegree: 4}, "SH degree 4"},
+		{"version 1", func(*splat.Gaussians) {}, Options{Version: 1}, "version 1, want 2 or 3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := randomScene(sceneSeed, 3, 0)
+			tc.edit(g)
+			path := filepath.Join(t.TempDir(), "bad.spz")
+			err := WriteFile(path, g, tc.o)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "spz: write "+path+": ") {
+				t.Fatalf("error %v, want one naming %s and %q", err, path, tc.want)
+			}
+			if _, err := os.Stat(path); !os.IsNotExist(err) {
+				t.Fatalf("%s exists after a failed write", path)
+			}
+			entries, _ := os.ReadDir(filepath.Dir(path))
+			if len(entries) != 0 {
+				t.Fatalf("temporary files left behind: %v", entries)
+			}
+		})
+	}
+}
+
+// TestWriteFileReplaces: WriteFile replaces an existing file whole.
+func TestWriteFileReplaces(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "scene.spz")
+	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := randomScene(sceneSeed, 4, 1)
+	if err := WriteFile(path, g, Options{SHDegree: 1}); err != nil {
+		t.Fatal(err)
+	}
+	back, _, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	within(t, back, g, 1, boundsFor(3, 12))
+}
+
+// TestReadErrors corrupts a good file in each way the reader checks and
+// wants an error naming the file, the byte offset and the problem.
+func TestReadErrors(t *testing.T) {
+	good := gunzip(t, encodeBytes(t, randomScene(sceneSeed, 2, 1), Options{SHDegree: 1}))
+	edit := func(f func(p []byte) []byte) []byte {
+		return gzipBytes(t, f(append([]byte(nil), good...)))
+	}
+	put32 := func(off int, v uint32) func(p []byte) []byte {
+		return func(p []byte) []byte { binary.LittleEndian.PutUint32(p[off:], v); return p }
+	}
+	set := func(off int, v byte) func(p []byte) []byte {
+		return func(p []byte) []byte { p[off] = v; return p }
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"not gzip", good, "not a gzip stream"},
+		{"empty", gzipBytes(t, nil), "byte offset 0: header: stream ends after 0 of 16 bytes"},
+		{"magic", edit(put32(0, 0x12345678)), "byte offset 0: magic 0x12345678"},
+		{"version 1", edit(put32(4, 1)), "byte offset 4: version 1 (float16 positions) is not supported"},
+		{"version 4", edit(put32(4, 4)), "byte offset 4: version 4, want 2 or 3"},
+		{"degree 4", edit(set(12, 4)), "byte offset 12: SH degree 4"},
+		{"fractional bits", edit(set(13, 24)), "byte offset 13: 24 fractional bits"},
+		{"extensions", edit(set(14, 3)), "byte offset 14: flags 0x03: unknown bits 0x02"},
+		{"reserved", edit(set(15, 1)), "byte offset 15: reserved byte is 1"},
+		{"count too large", edit(put32(8, 1000)), "byte offset 74: positions: stream ends after 58 of 9000 bytes"},
+		{"truncated", edit(func(p []byte) []byte { return p[:len(p)-1] }), "spherical harmonics: stream ends after 17 of 18 bytes"},
+		{"trailing", edit(func(p []byte) []byte { return append(p, 0) }), "1 bytes after the last array"},
+		{"degree mismatch", edit(set(12, 0)), "18 bytes after the last array (2 splats, SH degree 0, version 3)"},
+		{"checksum", func() []byte {
+			b := gzipBytes(t, good)
+			b[len(b)-5] ^= 1 // in the CRC-32 of the trailer
+			return b
+		}(), "checksum"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := Read(bytes.NewReader(tc.data), "bad.spz")
+			if err == nil || !strings.HasPrefix(err.Error(), "spz: bad.spz: ") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one with %q", err, tc.want)
+			}
+		})
+	}
+}
