@@ -1,0 +1,146 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rlxsplat/rlxsplat/internal/config"
+	"github.com/rlxsplat/rlxsplat/internal/io/dotsplat"
+	"github.com/rlxsplat/rlxsplat/internal/io/ply"
+	"github.com/rlxsplat/rlxsplat/internal/io/spz"
+	"github.com/rlxsplat/rlxsplat/internal/splat"
+	"github.com/rlxsplat/rlxsplat/internal/train"
+)
+
+// Export formats, named as --format takes them and as the file extension.
+const (
+	formatSPZ   = "spz"
+	formatSplat = "splat"
+	formatPLY   = "ply"
+)
+
+type exportOptions struct {
+	ply, ckpt string
+	out       string
+	// format is spz, splat or ply: --format, or else out's extension.
+	format string
+	// shDegree is the SH degree to write; −1 keeps the input's.
+	shDegree int
+	// antialiased sets the SPZ antialiasing flag; a checkpoint's config
+	// (model.antialiased) sets it too.
+	antialiased bool
+}
+
+func newExportCmd(s *streams, runF func(*exportOptions) error) *cobra.Command {
+	o := &exportOptions{}
+	cmd := &cobra.Command{
+		Use:   "export (--ply FILE | --ckpt FILE) --out FILE.{spz,splat,ply} [flags]",
+		Short: "Convert a trained PLY or checkpoint to SPZ, .splat or PLY for web viewers",
+		Long: `Export converts a trained scene to another splat file: SPZ (Niantic's
+compressed format, about a tenth of the PLY), antimatter15's .splat (32 bytes a
+splat, no view-dependent colour) or the INRIA PLY. The format comes from the
+extension of --out unless --format names it. The file is written to a
+temporary file, synced and renamed, so an existing one is never left half
+written.`,
+		Example: `  rlxsplat export --ply out/point_cloud.ply --out scene.spz
+  rlxsplat export --ckpt out/checkpoints/step-30000.ckpt --out scene.splat`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if (o.ply == "") == (o.ckpt == "") {
+				return usageError{fmt.Errorf("export: give exactly one of --ply and --ckpt")}
+			}
+			if o.out == "" {
+				return usageError{fmt.Errorf("export: --out is required")}
+			}
+			if o.format == "" {
+				o.format = strings.TrimPrefix(strings.ToLower(filepath.Ext(o.out)), ".")
+				if !validFormat(o.format) {
+					return usageError{fmt.Errorf("export: cannot tell the format of %s from its extension; name it with --format spz|splat|ply", o.out)}
+				}
+			} else if !validFormat(o.format) {
+				return usageError{fmt.Errorf("export: --format %q is not one of spz, splat, ply", o.format)}
+			}
+			if o.shDegree < -1 || o.shDegree > splat.MaxSHDegree {
+				return usageError{fmt.Errorf("export: --sh-degree %d, want 0..%d (or -1 for the input's)", o.shDegree, splat.MaxSHDegree)}
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return runExport(o, s)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.ply, "ply", "", "INRIA-layout PLY to export")
+	fs.StringVar(&o.ckpt, "ckpt", "", "checkpoint to export")
+	fs.StringVar(&o.out, "out", "", "file to write (.spz, .splat or .ply)")
+	fs.StringVar(&o.format, "format", "", "spz, splat or ply (default: from the extension of --out)")
+	fs.IntVar(&o.shDegree, "sh-degree", -1, "SH degree to write, 0..3 (-1: the input's; .splat always holds 0)")
+	fs.BoolVar(&o.antialiased, "antialiased", false, "mark an SPZ as trained with the Mip-Splatting filter (a checkpoint's config sets it)")
+	return cmd
+}
+
+func validFormat(f string) bool { return f == formatSPZ || f == formatSplat || f == formatPLY }
+
+// loadScene reads the input and returns its splats, SH degree and whether
+// it was trained antialiased (known only for checkpoints).
+func loadScene(o *exportOptions, s *streams) (*splat.Gaussians, int, bool, error) {
+	if o.ply != "" {
+		g, info, err := ply.ReadFile(o.ply)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		return g, info.SHDegree, false, nil
+	}
+	st, _, err := train.LoadCheckpoint(o.ckpt)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	// The checkpoint's config says the degree trained to and whether the
+	// 2D filter was on; environment overrides apply as on resume.
+	yaml, err := train.CheckpointConfig(o.ckpt)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	c, err := config.Load(config.Input{FileData: yaml, FileName: o.ckpt + " (config)", Env: s.Env})
+	if err != nil {
+		return nil, 0, false, err
+	}
+	return st.Params, c.Model.SHDegree, c.Model.Antialiased, nil
+}
+
+func runExport(o *exportOptions, s *streams) error {
+	g, deg, aa, err := loadScene(o, s)
+	if err != nil {
+		return err
+	}
+	in := o.ply + o.ckpt
+	if err := g.Validate(); err != nil {
+		return fmt.Errorf("export: %s: %w", in, err)
+	}
+	if o.shDegree >= 0 {
+		deg = o.shDegree
+	}
+	aa = aa || o.antialiased
+	switch o.format {
+	case formatSPZ:
+		err = spz.WriteFile(o.out, g, spz.Options{SHDegree: deg, Antialiased: aa})
+	case formatSplat:
+		deg = 0
+		err = dotsplat.WriteFile(o.out, g)
+	case formatPLY:
+		err = ply.WriteFile(o.out, g, deg)
+	}
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	size := ""
+	if fi, err := os.Stat(o.out); err == nil {
+		size = fmt.Sprintf(", %.1f MB", float64(fi.Size())/1e6)
+	}
+	fmt.Fprintf(s.Out, "wrote %d splats (SH degree %d) from %s to %s (%s%s)\n", g.Len(), deg, in, o.out, o.format, size)
+	return nil
+}
