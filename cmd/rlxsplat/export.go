@@ -85,22 +85,14 @@ written.`,
 
 func validFormat(f string) bool { return f == formatSPZ || f == formatSplat || f == formatPLY }
 
-// loadScene reads the input and returns its splats, SH degree and whether
-// it was trained antialiased (known only for checkpoints).
+// loadScene reads the input and returns its splats, SH degree and whether it was trained
+// antialiased (known only for checkpoints, from their config; environment overrides apply
+// as on resume).
 func loadScene(o *exportOptions, s *streams) (*splat.Gaussians, int, bool, error) {
 	if o.ply != "" {
-		g, info, err := ply.ReadFile(o.ply)
-		if err != nil {
-			return nil, 0, false, err
-		}
-		return g, info.SHDegree, false, nil
+		g, deg, err := readScene(o.ply, "", 0)
+		return g, deg, false, err
 	}
-	st, _, err := train.LoadCheckpoint(o.ckpt)
-	if err != nil {
-		return nil, 0, false, err
-	}
-	// The checkpoint's config says the degree trained to and whether the
-	// 2D filter was on; environment overrides apply as on resume.
 	yaml, err := train.CheckpointConfig(o.ckpt)
 	if err != nil {
 		return nil, 0, false, err
@@ -109,18 +101,16 @@ func loadScene(o *exportOptions, s *streams) (*splat.Gaussians, int, bool, error
 	if err != nil {
 		return nil, 0, false, err
 	}
-	return st.Params, c.Model.SHDegree, c.Model.Antialiased, nil
+	g, deg, err := readScene("", o.ckpt, c.Model.SHDegree)
+	return g, deg, c.Model.Antialiased, err
 }
 
 func runExport(o *exportOptions, s *streams) error {
 	g, deg, aa, err := loadScene(o, s)
 	if err != nil {
-		return err
+		return fmt.Errorf("export: %w", err)
 	}
 	in := o.ply + o.ckpt
-	if err := g.Validate(); err != nil {
-		return fmt.Errorf("export: %s: %w", in, err)
-	}
 	if o.shDegree >= 0 {
 		deg = o.shDegree
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rlxsplat/rlxsplat/internal/config"
 	"github.com/rlxsplat/rlxsplat/internal/io/ply"
+	"github.com/rlxsplat/rlxsplat/internal/io/spz"
 	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 )
 
@@ -175,6 +176,23 @@ func TestTrainDemoEndToEnd(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "mean (4 views)") {
 		t.Fatalf("render output: %s", out.String())
+	}
+	// The checkpoint exports with its config's SH degree, the splats the PLY holds.
+	want, info, err := ply.ReadFile(filepath.Join(dir, "point_cloud.ply"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spzPath := filepath.Join(dir, "scene.spz")
+	s3, _, errb3 := testStreams()
+	if code := run([]string{"export", "--ckpt", filepath.Join(dir, "checkpoints", "step-00300.ckpt"), "--out", spzPath}, s3); code != exitOK {
+		t.Fatalf("export exit %d: %s", code, errb3.String())
+	}
+	got, sinfo, err := spz.ReadFile(spzPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Len() != want.Len() || sinfo.SHDegree != info.SHDegree {
+		t.Fatalf("exported %d splats of SH degree %d, the PLY has %d of degree %d", got.Len(), sinfo.SHDegree, want.Len(), info.SHDegree)
 	}
 }
 

@@ -13,9 +13,7 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/config"
 	"github.com/rlxsplat/rlxsplat/internal/io/dataset"
 	"github.com/rlxsplat/rlxsplat/internal/io/imageio"
-	"github.com/rlxsplat/rlxsplat/internal/io/ply"
 	"github.com/rlxsplat/rlxsplat/internal/loss"
-	"github.com/rlxsplat/rlxsplat/internal/splat"
 	"github.com/rlxsplat/rlxsplat/internal/train"
 )
 
@@ -77,24 +75,8 @@ instead (the dataset's cameras set the circle).`,
 }
 
 func runRender(o *renderOptions, c *config.Config, s *streams) error {
-	var g *splat.Gaussians
-	deg := c.Model.SHDegree
-	if o.ply != "" {
-		var info ply.Info
-		var err error
-		g, info, err = ply.ReadFile(o.ply)
-		if err != nil {
-			return err
-		}
-		deg = info.SHDegree
-	} else {
-		st, _, err := train.LoadCheckpoint(o.ckpt)
-		if err != nil {
-			return err
-		}
-		g = st.Params
-	}
-	if err := g.Validate(); err != nil {
+	g, deg, err := readScene(o.ply, o.ckpt, c.Model.SHDegree)
+	if err != nil {
 		return fmt.Errorf("render: %w", err)
 	}
 	ds, err := app.LoadDataset(c)
