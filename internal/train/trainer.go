@@ -315,16 +315,20 @@ func (t *Trainer) checkpointDue(s int) bool {
 }
 
 // densifyDue and resetDue say whether densification and the opacity reset follow step s.
+// Neither follows the last step, whose state is what the run writes: splats added there would
+// never be trained, and a reset there (a run of 3000 steps, say) would leave the written scene
+// nearly transparent. The original writes its PLY before that step's densification too.
 func (t *Trainer) densifyDue(s int) bool {
 	d := &t.opt.Densify
-	return d.Enabled && s < d.Until && s > d.From && s%d.Every == 0
+	return d.Enabled && s < d.Until && s < t.opt.Iterations && s > d.From && s%d.Every == 0
 }
 
 func (t *Trainer) resetDue(s int) bool {
 	o := &t.opt
 	d := &o.Densify
 	white := o.Background == [3]float32{1, 1, 1} && !o.RandomBackground
-	return d.Enabled && s < d.Until && ((d.ResetEvery > 0 && s%d.ResetEvery == 0) || (white && s == d.From))
+	return d.Enabled && s < d.Until && s < o.Iterations &&
+		((d.ResetEvery > 0 && s%d.ResetEvery == 0) || (white && s == d.From))
 }
 
 // quiet says whether the host leaves the engine alone after step s but for reading its

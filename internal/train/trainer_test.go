@@ -200,20 +200,40 @@ func TestDemoTrainingImproves(t *testing.T) {
 func TestEvaluationPrecedesOpacityReset(t *testing.T) {
 	ds := smallDemo(t)
 	opt := testOptions(t.TempDir())
-	opt.Iterations, opt.EvalSteps = 40, nil
+	opt.Iterations, opt.EvalSteps = 41, []int{40}
 	opt.Densify.ResetEvery, opt.Densify.Until = 40, 50
 	tr := newTrainer(t, ds, opt)
-	got := runEvals(t, tr)
-	// The same evaluation of the state the run ended in: after the reset.
+	evals := *runEvals(t, tr)
+	// Step 41 is the first after the reset: one step does not bring the opacities back.
+	if len(evals) != 2 || evals[0].Step != 40 || evals[1].Step != 41 {
+		t.Fatalf("evaluations %+v, want steps 40 and 41", evals)
+	}
+	if !(evals[0].PSNR > evals[1].PSNR+1) {
+		t.Fatalf("evaluation at the reset step: %.2f dB, one step after the reset %.2f dB; want the first clearly higher", evals[0].PSNR, evals[1].PSNR)
+	}
+}
+
+// The last step is neither densified nor reset, even where the schedule says so: the scene a
+// run writes is the one its final evaluation measured.
+func TestLastStepWritesWhatWasEvaluated(t *testing.T) {
+	ds := smallDemo(t)
+	opt := testOptions(t.TempDir())
+	opt.Iterations, opt.EvalSteps = 40, nil
+	opt.Densify.ResetEvery, opt.Densify.Every, opt.Densify.Until = 40, 5, 50 // both due at step 40
+	tr := newTrainer(t, ds, opt)
+	evals := runEvals(t, tr)
 	if err := tr.evaluate(opt.Iterations); err != nil {
 		t.Fatal(err)
 	}
-	evals := *got
-	if len(evals) != 2 {
-		t.Fatalf("%d evaluations, want 2", len(evals))
+	if got := *evals; len(got) != 2 || got[0].PSNR != got[1].PSNR || got[0].Gaussians != got[1].Gaussians {
+		t.Fatalf("evaluations in the run and of the state it ended in: %+v; want the same", got)
 	}
-	if !(evals[0].PSNR > evals[1].PSNR+1) {
-		t.Fatalf("evaluation at the reset step: %.2f dB, after the reset %.2f dB; want the first clearly higher", evals[0].PSNR, evals[1].PSNR)
+	g, _, err := ply.ReadFile(filepath.Join(opt.OutDir, "point_cloud.ply"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Len() != (*evals)[0].Gaussians {
+		t.Fatalf("point_cloud.ply holds %d splats, the final evaluation %d", g.Len(), (*evals)[0].Gaussians)
 	}
 }
 
