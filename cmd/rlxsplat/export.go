@@ -10,6 +10,7 @@ import (
 
 	"github.com/rlxsplat/rlxsplat/internal/config"
 	"github.com/rlxsplat/rlxsplat/internal/io/dotsplat"
+	"github.com/rlxsplat/rlxsplat/internal/io/gltfsplat"
 	"github.com/rlxsplat/rlxsplat/internal/io/ply"
 	"github.com/rlxsplat/rlxsplat/internal/io/spz"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
@@ -21,33 +22,37 @@ const (
 	formatSPZ   = "spz"
 	formatSplat = "splat"
 	formatPLY   = "ply"
+	formatGLB   = "glb"
 )
 
 type exportOptions struct {
 	ply, ckpt string
 	out       string
-	// format is spz, splat or ply: --format, or else out's extension.
+	// format is spz, splat, ply or glb: --format, or else out's extension.
 	format string
 	// shDegree is the SH degree to write; −1 keeps the input's.
 	shDegree int
 	// antialiased sets the SPZ antialiasing flag; a checkpoint's config
-	// (model.antialiased) sets it too.
+	// (model.antialiased) sets it too. glTF has no field for it.
 	antialiased bool
 }
 
 func newExportCmd(s *streams, runF func(*exportOptions) error) *cobra.Command {
 	o := &exportOptions{}
 	cmd := &cobra.Command{
-		Use:   "export (--ply FILE | --ckpt FILE) --out FILE.{spz,splat,ply} [flags]",
-		Short: "Convert a trained PLY or checkpoint to SPZ, .splat or PLY for web viewers",
+		Use:   "export (--ply FILE | --ckpt FILE) --out FILE.{spz,splat,ply,glb} [flags]",
+		Short: "Convert a trained PLY or checkpoint to SPZ, .splat, PLY or glTF for viewers",
 		Long: `Export converts a trained scene to another splat file: SPZ (Niantic's
 compressed format, about a tenth of the PLY), antimatter15's .splat (32 bytes a
-splat, no view-dependent colour) or the INRIA PLY. The format comes from the
+splat, no view-dependent colour), the INRIA PLY or binary glTF (.glb) with the
+KHR_gaussian_splatting extension (axes converted to glTF's y-up; viewers
+without the extension show a coloured point cloud). The format comes from the
 extension of --out unless --format names it. The file is written to a
 temporary file, synced and renamed, so an existing one is never left half
 written.`,
 		Example: `  rlxsplat export --ply out/point_cloud.ply --out scene.spz
-  rlxsplat export --ckpt out/checkpoints/step-30000.ckpt --out scene.splat`,
+  rlxsplat export --ckpt out/checkpoints/step-30000.ckpt --out scene.splat
+  rlxsplat export --ply out/point_cloud.ply --out scene.glb`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if (o.ply == "") == (o.ckpt == "") {
@@ -59,10 +64,10 @@ written.`,
 			if o.format == "" {
 				o.format = strings.TrimPrefix(strings.ToLower(filepath.Ext(o.out)), ".")
 				if !validFormat(o.format) {
-					return usageError{fmt.Errorf("export: cannot tell the format of %s from its extension; name it with --format spz|splat|ply", o.out)}
+					return usageError{fmt.Errorf("export: cannot tell the format of %s from its extension; name it with --format spz|splat|ply|glb", o.out)}
 				}
 			} else if !validFormat(o.format) {
-				return usageError{fmt.Errorf("export: --format %q is not one of spz, splat, ply", o.format)}
+				return usageError{fmt.Errorf("export: --format %q is not one of spz, splat, ply, glb", o.format)}
 			}
 			if o.shDegree < -1 || o.shDegree > splat.MaxSHDegree {
 				return usageError{fmt.Errorf("export: --sh-degree %d, want 0..%d (or -1 for the input's)", o.shDegree, splat.MaxSHDegree)}
@@ -76,14 +81,16 @@ written.`,
 	fs := cmd.Flags()
 	fs.StringVar(&o.ply, "ply", "", "INRIA-layout PLY to export")
 	fs.StringVar(&o.ckpt, "ckpt", "", "checkpoint to export")
-	fs.StringVar(&o.out, "out", "", "file to write (.spz, .splat or .ply)")
-	fs.StringVar(&o.format, "format", "", "spz, splat or ply (default: from the extension of --out)")
+	fs.StringVar(&o.out, "out", "", "file to write (.spz, .splat, .ply or .glb)")
+	fs.StringVar(&o.format, "format", "", "spz, splat, ply or glb (default: from the extension of --out)")
 	fs.IntVar(&o.shDegree, "sh-degree", -1, "SH degree to write, 0..3 (-1: the input's; .splat always holds 0)")
 	fs.BoolVar(&o.antialiased, "antialiased", false, "mark an SPZ as trained with the Mip-Splatting filter (a checkpoint's config sets it)")
 	return cmd
 }
 
-func validFormat(f string) bool { return f == formatSPZ || f == formatSplat || f == formatPLY }
+func validFormat(f string) bool {
+	return f == formatSPZ || f == formatSplat || f == formatPLY || f == formatGLB
+}
 
 // loadScene reads the input and returns its splats, SH degree and whether it was trained
 // antialiased (known only for checkpoints, from their config; environment overrides apply
@@ -123,6 +130,8 @@ func runExport(o *exportOptions, s *streams) error {
 		err = dotsplat.WriteFile(o.out, g)
 	case formatPLY:
 		err = ply.WriteFile(o.out, g, deg)
+	case formatGLB:
+		err = gltfsplat.WriteFile(o.out, g, gltfsplat.Options{SHDegree: deg})
 	}
 	if err != nil {
 		return fmt.Errorf("export: %w", err)

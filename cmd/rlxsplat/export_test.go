@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rlxsplat/rlxsplat/internal/io/dotsplat"
+	"github.com/rlxsplat/rlxsplat/internal/io/gltfsplat"
 	"github.com/rlxsplat/rlxsplat/internal/io/ply"
 	"github.com/rlxsplat/rlxsplat/internal/io/spz"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
@@ -27,7 +28,8 @@ func TestExportFlags(t *testing.T) {
 		{args: []string{"--ply", "a.ply", "--ckpt", "c.ckpt", "--out", "b.spz"}, wantErr: "exactly one of --ply and --ckpt"},
 		{args: []string{"--ply", "a.ply"}, wantErr: "--out is required"},
 		{args: []string{"--ply", "a.ply", "--out", "b.bin"}, wantErr: "cannot tell the format of b.bin"},
-		{args: []string{"--ply", "a.ply", "--out", "b.spz", "--format", "glb"}, wantErr: `--format "glb"`},
+		{args: []string{"--ply", "a.ply", "--out", "b.GLB"}, want: exportOptions{ply: "a.ply", out: "b.GLB", format: "glb", shDegree: -1}},
+		{args: []string{"--ply", "a.ply", "--out", "b.spz", "--format", "gltf"}, wantErr: `--format "gltf"`},
 		{args: []string{"--ply", "a.ply", "--out", "b.spz", "--sh-degree", "4"}, wantErr: "--sh-degree 4"},
 	}
 	for _, tt := range tests {
@@ -91,6 +93,13 @@ func TestExportRun(t *testing.T) {
 			}
 			return g.Len(), 0
 		},
+		"glb": func(t *testing.T, path string) (int, int) {
+			g, info, err := gltfsplat.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return g.Len(), info.SHDegree
+		},
 		"ply": func(t *testing.T, path string) (int, int) {
 			g, info, err := ply.ReadFile(path)
 			if err != nil {
@@ -109,6 +118,8 @@ func TestExportRun(t *testing.T) {
 		{[]string{"--out", "a.splat"}, "splat", "a.splat", 0},
 		{[]string{"--out", "a.ply", "--sh-degree", "1"}, "ply", "a.ply", 1},
 		{[]string{"--out", "a.bin", "--format", "spz", "--sh-degree", "0"}, "spz", "a.bin", 0},
+		{[]string{"--out", "a.glb"}, "glb", "a.glb", 2},
+		{[]string{"--out", "b.bin", "--format", "glb", "--sh-degree", "3"}, "glb", "b.bin", 3},
 	}
 	for _, tt := range tests {
 		out := filepath.Join(dir, tt.out)
@@ -141,7 +152,7 @@ func TestExportRun(t *testing.T) {
 		{[]string{"export", "--ckpt", filepath.Join(dir, "missing.ckpt"), "--out", kept}, exitError, "missing.ckpt"},
 		{[]string{"export", "--ply", kept, "--out", kept}, exitError, "kept.spz"},
 		{[]string{"export", "--ply", in, "--out", filepath.Join(dir, "no", "such", "dir.spz")}, exitError, "dir.spz"},
-		{[]string{"export", "--ply", in, "--out", "x.obj"}, exitUsage, "--format spz|splat|ply"},
+		{[]string{"export", "--ply", in, "--out", "x.obj"}, exitUsage, "--format spz|splat|ply|glb"},
 	} {
 		s, _, errb := testStreams()
 		if code := run(tc.args, s); code != tc.code || !strings.Contains(errb.String(), tc.wantErr) {
