@@ -131,6 +131,11 @@ func runExport(o *exportOptions, s *streams) error {
 	case formatPLY:
 		err = ply.WriteFile(o.out, g, deg)
 	case formatGLB:
+		if aa {
+			// Say so rather than drop it silently: without the filter the scene renders
+			// differently from how it was trained, and nothing in the file can ask for it.
+			fmt.Fprintln(s.Err, "rlxsplat: export: KHR_gaussian_splatting has no field for the Mip-Splatting 2D filter; viewers will render this antialiased scene without it")
+		}
 		err = gltfsplat.WriteFile(o.out, g, gltfsplat.Options{SHDegree: deg})
 	}
 	if err != nil {

@@ -138,6 +138,24 @@ func TestExportRun(t *testing.T) {
 		}
 	}
 
+	// glTF cannot carry the antialiasing flag: the export says so, and only then.
+	for _, tc := range []struct {
+		out      string
+		aa, want bool
+	}{{"aa.glb", true, true}, {"plain.glb", false, false}, {"aa.spz", true, false}} {
+		args := []string{"export", "--ply", in, "--out", filepath.Join(dir, tc.out)}
+		if tc.aa {
+			args = append(args, "--antialiased")
+		}
+		s, _, errb := testStreams()
+		if code := run(args, s); code != exitOK {
+			t.Fatalf("%v: exit %d: %s", args, code, errb.String())
+		}
+		if got := strings.Contains(errb.String(), "no field for the Mip-Splatting 2D filter"); got != tc.want {
+			t.Errorf("%v: notice shown %v, want %v (stderr %q)", args, got, tc.want, errb.String())
+		}
+	}
+
 	// A failed export names the file and leaves an existing output alone.
 	kept := filepath.Join(dir, "kept.spz")
 	if err := os.WriteFile(kept, []byte("keep me"), 0o644); err != nil {
