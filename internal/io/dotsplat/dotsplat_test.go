@@ -4,39 +4,22 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/rlxsplat/rlxsplat/internal/splat"
+	"github.com/rlxsplat/rlxsplat/internal/splattest"
 )
 
 // sceneSeed seeds every random scene of these tests.
 const sceneSeed = 20260511
 
-// randomScene returns n splats inside what the format represents: means
-// within ±100, log scales in [−8, 4], DC in ±1.5 (colour 0.08..0.92),
-// SH above DC nonzero (the format drops it), logits in ±6, random
-// unnormalised quaternions.
+// randomScene is splattest's random scene inside what the format represents: DC in ±1.5
+// (colour 0.08..0.92), and SH above DC nonzero up to degree 1 (the format drops it).
 func randomScene(seed uint64, n int) *splat.Gaussians {
-	rng := rand.New(rand.NewPCG(seed, 1))
-	u := func(lo, hi float64) float32 { return float32(lo + (hi-lo)*rng.Float64()) }
-	g := splat.New(n)
-	for i := 0; i < n; i++ {
-		for c := 0; c < 3; c++ {
-			g.Means[3*i+c] = u(-100, 100)
-			g.LogScales[3*i+c] = u(-8, 4)
-			g.SH[i*splat.SHCoeffs*3+c] = u(-1.5, 1.5)
-			g.SH[i*splat.SHCoeffs*3+3+c] = u(-1, 1)
-		}
-		for c := 0; c < 4; c++ {
-			g.Quats[4*i+c] = float32(rng.NormFloat64() * 3)
-		}
-		g.OpacityLogits[i] = u(-6, 6)
-	}
-	return g
+	return splattest.RandomScene(seed, n, 1, 1.5)
 }
 
 func encodeBytes(t testing.TB, g *splat.Gaussians) []byte {

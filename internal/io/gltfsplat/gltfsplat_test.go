@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"github.com/qmuntal/gltf/modeler"
 
 	"github.com/rlxsplat/rlxsplat/internal/splat"
+	"github.com/rlxsplat/rlxsplat/internal/splattest"
 )
 
 // TestRoundTrip writes a degree-3 scene at every SH degree and reads it
@@ -236,72 +236,21 @@ func flat(v any) []float32 {
 	return out
 }
 
-// colour evaluates Σ_k Y_k(d)·c_k for one channel of one splat's SH with
-// the trainer's basis.
-func colour(sh []float32, c int, d [3]float64) float64 {
-	var basis [splat.SHCoeffs]float64
-	splat.SHBasis(splat.MaxSHDegree, d[0], d[1], d[2], &basis)
-	s := 0.0
-	for k := 0; k < splat.SHCoeffs; k++ {
-		s += basis[k] * float64(sh[k*3+c])
-	}
-	return s
-}
-
-// rotation returns the rotation matrix of quaternion (w,x,y,z).
-func rotation(q [4]float64) [3][3]float64 {
-	w, x, y, z := q[0], q[1], q[2], q[3]
-	n := math.Sqrt(w*w + x*x + y*y + z*z)
-	w, x, y, z = w/n, x/n, y/n, z/n
-	return [3][3]float64{
-		{1 - 2*(y*y+z*z), 2 * (x*y - w*z), 2 * (x*z + w*y)},
-		{2 * (x*y + w*z), 1 - 2*(x*x+z*z), 2 * (y*z - w*x)},
-		{2 * (x*z - w*y), 2 * (y*z + w*x), 1 - 2*(x*x+y*y)},
-	}
-}
-
-// TestConvertColour checks the RDF→LUF map on its own: a splat's colour in
-// direction d equals the mapped splat's colour (SH coefficients times
-// shSign) in the mapped direction F·d, F = diag(−1,−1,1), for every
-// coefficient up to degree 3, with the trainer's SH basis; and the mapped
-// quaternion (toGLTF, read in glTF's x,y,z,w order) has rotation F·R·F, so
-// the covariance R·S²·Rᵀ maps to F·Σ·F.
+// TestConvertColour checks the RDF→LUF map on its own (splattest.CheckAxisFlip): colours
+// move with the directions, and rotations R become F·R·F, F = diag(−1,−1,1); and fromGLTF
+// undoes toGLTF up to the normalisation.
 func TestConvertColour(t *testing.T) {
-	rng := rand.New(rand.NewPCG(sceneSeed, 2))
+	splattest.CheckAxisFlip(t, sceneSeed, splattest.AxisFlip{Pos: posSign, SHSign: shSign,
+		Quat: func(w, x, y, z float32) ([4]float64, bool) {
+			q, ok := toGLTF(w, x, y, z)
+			return [4]float64{float64(q[3]), float64(q[0]), float64(q[1]), float64(q[2])}, ok // x,y,z,w → w,x,y,z
+		}})
 	g := randomScene(sceneSeed, 20, 3)
 	for i := 0; i < g.Len(); i++ {
-		sh := g.SH[i*splat.SHCoeffs*3 : (i+1)*splat.SHCoeffs*3]
-		mapped := make([]float32, len(sh))
-		for k := 0; k < splat.SHCoeffs; k++ {
-			for c := 0; c < 3; c++ {
-				mapped[k*3+c] = shSign[k] * sh[k*3+c]
-			}
-		}
-		for trial := 0; trial < 10; trial++ {
-			d := [3]float64{rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64()}
-			n := math.Sqrt(d[0]*d[0] + d[1]*d[1] + d[2]*d[2])
-			d = [3]float64{d[0] / n, d[1] / n, d[2] / n}
-			fd := [3]float64{d[0] * float64(posSign[0]), d[1] * float64(posSign[1]), d[2] * float64(posSign[2])}
-			for c := 0; c < 3; c++ {
-				if a, b := colour(sh, c, d), colour(mapped, c, fd); math.Abs(a-b) > 1e-9*(1+math.Abs(a)) {
-					t.Fatalf("splat %d channel %d: colour %g in d=%v, mapped %g in F·d", i, c, a, d, b)
-				}
-			}
-		}
 		q := g.Quats[4*i : 4*i+4]
 		xyzw, ok := toGLTF(q[0], q[1], q[2], q[3])
 		if !ok {
 			t.Fatal("toGLTF refused a random quaternion")
-		}
-		r := rotation([4]float64{float64(q[0]), float64(q[1]), float64(q[2]), float64(q[3])})
-		rm := rotation([4]float64{float64(xyzw[3]), float64(xyzw[0]), float64(xyzw[1]), float64(xyzw[2])})
-		for a := 0; a < 3; a++ {
-			for b := 0; b < 3; b++ {
-				want := float64(posSign[a]) * r[a][b] * float64(posSign[b])
-				if math.Abs(rm[a][b]-want) > 1e-6 {
-					t.Fatalf("splat %d: mapped rotation[%d][%d] = %g, want F·R·F = %g", i, a, b, rm[a][b], want)
-				}
-			}
 		}
 		if back := fromGLTF(xyzw); back != unitQuat(q) {
 			t.Fatalf("splat %d: fromGLTF(toGLTF(q)) = %v, want %v", i, back, unitQuat(q))

@@ -5,41 +5,19 @@ import (
 	"compress/gzip"
 	"io"
 	"math"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/rlxsplat/rlxsplat/internal/splat"
+	"github.com/rlxsplat/rlxsplat/internal/splattest"
 )
 
 // sceneSeed seeds every random scene of these tests.
 const sceneSeed = 20260511
 
-// randomScene returns n splats whose values lie inside what the format
-// represents (so the round-trip bounds apply): means within ±100,
-// log scales in [−8, 4], DC in ±3, rest coefficients in ±0.9 up to degree
-// deg (zero above), opacity logits in ±6 and random rotations.
+// randomScene is splattest's random scene with DC coefficients in ±3: inside what the
+// format represents, so the round-trip bounds apply.
 func randomScene(seed uint64, n, deg int) *splat.Gaussians {
-	rng := rand.New(rand.NewPCG(seed, 1))
-	u := func(lo, hi float64) float32 { return float32(lo + (hi-lo)*rng.Float64()) }
-	g := splat.New(n)
-	for i := 0; i < n; i++ {
-		for c := 0; c < 3; c++ {
-			g.Means[3*i+c] = u(-100, 100)
-			g.LogScales[3*i+c] = u(-8, 4)
-			g.SH[i*splat.SHCoeffs*3+c] = u(-3, 3)
-		}
-		for j := 1; j < splat.NumCoeffs(deg); j++ {
-			for c := 0; c < 3; c++ {
-				g.SH[(i*splat.SHCoeffs+j)*3+c] = u(-0.9, 0.9)
-			}
-		}
-		for c := 0; c < 4; c++ {
-			// Unnormalised, as training leaves them.
-			g.Quats[4*i+c] = float32(rng.NormFloat64() * 3)
-		}
-		g.OpacityLogits[i] = u(-6, 6)
-	}
-	return g
+	return splattest.RandomScene(seed, n, deg, 3)
 }
 
 // encodeBytes writes g with o, failing the test on error.

@@ -5,13 +5,13 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/rlxsplat/rlxsplat/internal/splat"
+	"github.com/rlxsplat/rlxsplat/internal/splattest"
 )
 
 // TestRoundTrip writes random scenes of every version, SH degree and flag
@@ -152,72 +152,14 @@ func TestFractionalBits(t *testing.T) {
 	}
 }
 
-// colour evaluates Σ_k Y_k(d)·c_k for one channel of one splat's SH.
-func colour(sh []float32, c int, d [3]float64) float64 {
-	var basis [splat.SHCoeffs]float64
-	splat.SHBasis(splat.MaxSHDegree, d[0], d[1], d[2], &basis)
-	s := 0.0
-	for k := 0; k < splat.SHCoeffs; k++ {
-		s += basis[k] * float64(sh[k*3+c])
-	}
-	return s
-}
-
-// rotation returns the rotation matrix of quaternion (w,x,y,z).
-func rotation(q [4]float64) [3][3]float64 {
-	w, x, y, z := q[0], q[1], q[2], q[3]
-	n := w*w + x*x + y*y + z*z
-	w, x, y, z = w/math.Sqrt(n), x/math.Sqrt(n), y/math.Sqrt(n), z/math.Sqrt(n)
-	return [3][3]float64{
-		{1 - 2*(y*y+z*z), 2 * (x*y - w*z), 2 * (x*z + w*y)},
-		{2 * (x*y + w*z), 1 - 2*(x*x+z*z), 2 * (y*z - w*x)},
-		{2 * (x*z - w*y), 2 * (y*z + w*x), 1 - 2*(x*x+y*y)},
-	}
-}
-
-// TestConvertColour checks the RDF→RUB map on its own, in float64: a
-// splat's colour in direction d equals the mapped splat's colour (SH
-// coefficients times shSign) in the mapped direction F·d, F = diag(1,−1,−1),
-// for every coefficient of degree 3; and the mapped quaternion (toRUB)
-// has rotation F·R·F, so the covariance R·S²·Rᵀ maps to F·Σ·F.
+// TestConvertColour checks the RDF→RUB map on its own (splattest.CheckAxisFlip): colours
+// move with the directions, and rotations R become F·R·F, F = diag(1,−1,−1).
 func TestConvertColour(t *testing.T) {
-	rng := rand.New(rand.NewPCG(sceneSeed, 2))
-	g := randomScene(sceneSeed, 20, 3)
-	for i := 0; i < g.Len(); i++ {
-		sh := g.SH[i*splat.SHCoeffs*3 : (i+1)*splat.SHCoeffs*3]
-		mapped := make([]float32, len(sh))
-		for k := 0; k < splat.SHCoeffs; k++ {
-			for c := 0; c < 3; c++ {
-				mapped[k*3+c] = shSign[k] * sh[k*3+c]
-			}
-		}
-		for trial := 0; trial < 10; trial++ {
-			d := [3]float64{rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64()}
-			n := math.Sqrt(d[0]*d[0] + d[1]*d[1] + d[2]*d[2])
-			d = [3]float64{d[0] / n, d[1] / n, d[2] / n}
-			fd := [3]float64{d[0] * float64(posSign[0]), d[1] * float64(posSign[1]), d[2] * float64(posSign[2])}
-			for c := 0; c < 3; c++ {
-				if a, b := colour(sh, c, d), colour(mapped, c, fd); math.Abs(a-b) > 1e-9*(1+math.Abs(a)) {
-					t.Fatalf("splat %d channel %d direction %v: colour %g before the map, %g after", i, c, d, a, b)
-				}
-			}
-		}
-		q := g.Quats[4*i : 4*i+4]
-		r, ok := toRUB(q[0], q[1], q[2], q[3])
-		if !ok {
-			t.Fatalf("splat %d: toRUB refused %v", i, q)
-		}
-		before := rotation([4]float64{float64(q[0]), float64(q[1]), float64(q[2]), float64(q[3])})
-		after := rotation([4]float64{r[3], r[0], r[1], r[2]}) // xyzw → wxyz
-		for a := 0; a < 3; a++ {
-			for b := 0; b < 3; b++ {
-				want := float64(posSign[a]*posSign[b]) * before[a][b]
-				if math.Abs(after[a][b]-want) > 1e-6 {
-					t.Fatalf("splat %d: mapped rotation[%d][%d] = %g, want F·R·F = %g", i, a, b, after[a][b], want)
-				}
-			}
-		}
-	}
+	splattest.CheckAxisFlip(t, sceneSeed, splattest.AxisFlip{Pos: posSign, SHSign: shSign,
+		Quat: func(w, x, y, z float32) ([4]float64, bool) {
+			r, ok := toRUB(w, x, y, z)
+			return [4]float64{r[3], r[0], r[1], r[2]}, ok // x,y,z,w → w,x,y,z
+		}})
 }
 
 // TestWriterAxes reads a written file with the tests' own decoder, which
