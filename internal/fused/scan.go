@@ -5,9 +5,9 @@ import "github.com/rlxsplat/rlxsplat/internal/gpu"
 // scanBlock is the elements one scan_blocks block covers (shaders/scan.cu).
 const scanBlock = 1024
 
-// maxDirectSums is the most block sums scan_add_sums takes directly (Engine.scanDirect): each of its blocks reads
-// the sums before its own, so the reads grow as the square of their number (2048 sums: 2M
-// words, a few µs from L2), where scanning them takes a launch or more.
+// maxDirectSums is the most block sums scan_add_sums takes directly (Engine.scanDirect):
+// each of its blocks reads the sums before its own, so the reads grow as the square of their
+// number (2048 sums: 2M words, a few µs from L2), where scanning them takes a launch or more.
 const maxDirectSums = 2048
 
 // scan replaces the n u32 values of buf by their exclusive prefix sums, level by level: the
