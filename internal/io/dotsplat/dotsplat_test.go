@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -115,21 +116,9 @@ func TestImportanceOrderOverflow(t *testing.T) {
 	g := splat.New(4)
 	copy(g.LogScales, []float32{300, 300, 300, 1, 1, 1, 310, 300, 300, 1, 1, 1})
 	got := ImportanceOrder(g)
-	if want := []int{2, 0, 1, 3}; !equalInts(got, want) {
+	if want := []int{2, 0, 1, 3}; !slices.Equal(got, want) {
 		t.Fatalf("order %v, want %v", got, want)
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestGolden checks one record against bytes worked out by hand: position

@@ -11,16 +11,12 @@ import (
 	"sort"
 
 	"github.com/rlxsplat/rlxsplat/internal/io/atomicfile"
+	"github.com/rlxsplat/rlxsplat/internal/io/quant"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
 
 // RecordSize is the size of one splat in the file.
 const RecordSize = 32
-
-// alphaFloor keeps the opacities of alpha bytes 0 and 255 finite as
-// logits: they decode 0.25/255 away from 0 and 1, within the half step
-// every alpha byte carries, and encode back to the same byte.
-const alphaFloor = 0.25 / 255
 
 // ImportanceOrder returns the indices of g's splats in the order Write
 // stores them: descending exp(Σ log scale)·sigmoid(logit), ties by index.
@@ -44,18 +40,6 @@ func ImportanceOrder(g *splat.Gaussians) []int {
 	}
 	sort.SliceStable(order, func(a, b int) bool { return key[order[a]] > key[order[b]] })
 	return order
-}
-
-// toByte rounds v to the nearest integer and clamps it to 0..255.
-func toByte(v float64) byte {
-	r := math.Round(v)
-	switch {
-	case r < 0 || math.IsNaN(r):
-		return 0
-	case r > 255:
-		return 255
-	}
-	return byte(r)
 }
 
 // Write writes g as .splat records to w, in ImportanceOrder. g must pass
@@ -104,13 +88,13 @@ func encode(w io.Writer, g *splat.Gaussians) error {
 			binary.LittleEndian.PutUint32(rec[4*c:], math.Float32bits(g.Means[3*i+c]))
 			binary.LittleEndian.PutUint32(rec[12+4*c:], math.Float32bits(float32(math.Exp(float64(g.LogScales[3*i+c])))))
 			dc := g.SH[i*splat.SHCoeffs*3+c]
-			rec[24+c] = toByte((0.5 + splat.SHC0*float64(dc)) * 255)
+			rec[24+c] = quant.Byte((0.5 + splat.SHC0*float64(dc)) * 255)
 		}
-		rec[27] = toByte(float64(splat.Sigmoid(g.OpacityLogits[i])) * 255)
+		rec[27] = quant.AlphaByte(g.OpacityLogits[i])
 		q := g.Quats[4*i : 4*i+4]
 		n := quatNorm(q)
 		for c := 0; c < 4; c++ {
-			rec[28+c] = toByte(float64(q[c])/n*128 + 128)
+			rec[28+c] = quant.Byte(float64(q[c])/n*128 + 128)
 		}
 		bw.Write(rec[:]) // bufio keeps the first error; Flush reports it.
 	}
@@ -193,11 +177,10 @@ func appendRecord(g *splat.Gaussians, rec *[RecordSize]byte) error {
 	if q == [4]float32{} {
 		return fmt.Errorf("rotation is the zero quaternion (bytes 128 128 128 128)")
 	}
-	a := min(max(float64(rec[27])/255, alphaFloor), 1-alphaFloor)
 	g.Means = append(g.Means, mean[:]...)
 	g.LogScales = append(g.LogScales, logS[:]...)
 	g.Quats = append(g.Quats, q[:]...)
-	g.OpacityLogits = append(g.OpacityLogits, float32(math.Log(a/(1-a))))
+	g.OpacityLogits = append(g.OpacityLogits, quant.AlphaLogit(rec[27]))
 	var sh [splat.SHCoeffs * 3]float32
 	for c := 0; c < 3; c++ {
 		sh[c] = float32((float64(rec[24+c])/255 - 0.5) / splat.SHC0)

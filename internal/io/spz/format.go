@@ -3,6 +3,7 @@ package spz
 import (
 	"math"
 
+	"github.com/rlxsplat/rlxsplat/internal/io/quant"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
 
@@ -33,11 +34,6 @@ const (
 	// degree 1, 4 above) as the step between the byte values written.
 	sh1Bucket    = 1 << (8 - 5)
 	shRestBucket = 1 << (8 - 4)
-
-	// alphaFloor keeps decoded opacities of byte 0 and 255 finite: they
-	// decode to 0.25/255 away from 0 and 1, which re-encodes to the same
-	// byte and lies within the half step every alpha byte carries.
-	alphaFloor = 0.25 / 255
 )
 
 // Info describes an SPZ file as read.
@@ -74,18 +70,6 @@ var shSign = [splat.SHCoeffs]float32{
 	1, -1, 1, // x(4z² − x² − y²), z(x² − y²), x(x² − 3y²)
 }
 
-// toByte rounds v to the nearest integer and clamps it to 0..255.
-func toByte(v float64) byte {
-	r := math.Round(v)
-	switch {
-	case r < 0 || math.IsNaN(r):
-		return 0
-	case r > 255:
-		return 255
-	}
-	return byte(r)
-}
-
 // encodeSH quantises an SH coefficient to a byte: round(x·128)+128, then to
 // the nearest multiple of bucket (the format's reduced bit depth, which
 // leaves gzip less entropy), clamped to 0..255. The error is at most
@@ -102,23 +86,14 @@ func decodeSH(b byte) float32 { return (float32(b) - 128) / 128 }
 // encodeColor quantises a DC coefficient: error ≤ 0.5/(255·0.15) ≈ 0.0131
 // for dc in [−0.5/0.15, 0.5/0.15] ≈ ±3.33.
 func encodeColor(dc float32) byte {
-	return toByte(float64(dc)*colorScale*255 + 0.5*255)
+	return quant.Byte(float64(dc)*colorScale*255 + 0.5*255)
 }
 
 func decodeColor(b byte) float32 { return float32((float64(b)/255 - 0.5) / colorScale) }
 
-// encodeAlpha quantises an opacity logit as round(sigmoid·255): the opacity
-// is within 0.5/255 after a round trip.
-func encodeAlpha(logit float32) byte { return toByte(float64(splat.Sigmoid(logit)) * 255) }
-
-func decodeAlpha(b byte) float32 {
-	a := min(max(float64(b)/255, alphaFloor), 1-alphaFloor)
-	return float32(math.Log(a / (1 - a)))
-}
-
 // encodeScale quantises a log scale as round((s+10)·16): error ≤ 1/32 for s
 // in [−10, 5.9375] (scales from 4.5e−5 to 380 units).
-func encodeScale(s float32) byte { return toByte((float64(s) + 10) * 16) }
+func encodeScale(s float32) byte { return quant.Byte((float64(s) + 10) * 16) }
 
 func decodeScale(b byte) float32 { return float32(b)/16 - 10 }
 
@@ -192,7 +167,7 @@ func packFirst3(q [4]float64) [3]byte {
 	if q[3] < 0 {
 		s = -1
 	}
-	return [3]byte{toByte(s*q[0]*127.5 + 127.5), toByte(s*q[1]*127.5 + 127.5), toByte(s*q[2]*127.5 + 127.5)}
+	return [3]byte{quant.Byte(s*q[0]*127.5 + 127.5), quant.Byte(s*q[1]*127.5 + 127.5), quant.Byte(s*q[2]*127.5 + 127.5)}
 }
 
 func unpackFirst3(b [3]byte) [4]float64 {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/rlxsplat/rlxsplat/internal/io/quant"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
 
@@ -146,7 +147,7 @@ func decode(r io.Reader) (*splat.Gaussians, Info, error) {
 		g.Means[j] = posSign[j%3] * float32(f) * step
 	}
 	for i := 0; i < n; i++ {
-		g.OpacityLogits[i] = decodeAlpha(alphas[i])
+		g.OpacityLogits[i] = quant.AlphaLogit(alphas[i])
 	}
 	for i := 0; i < n; i++ {
 		for c := 0; c < 3; c++ {

@@ -9,6 +9,7 @@ import (
 	"math"
 
 	"github.com/rlxsplat/rlxsplat/internal/io/atomicfile"
+	"github.com/rlxsplat/rlxsplat/internal/io/quant"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
 
@@ -115,7 +116,7 @@ func encode(w io.Writer, g *splat.Gaussians, o Options) error {
 		bw.Write([]byte{byte(f), byte(f >> 8), byte(f >> 16)})
 	}
 	for _, l := range g.OpacityLogits {
-		bw.WriteByte(encodeAlpha(l))
+		bw.WriteByte(quant.AlphaByte(l))
 	}
 	for i := 0; i < n; i++ {
 		dc := g.SH[i*splat.SHCoeffs*3 : i*splat.SHCoeffs*3+3]
