@@ -14,7 +14,7 @@ const chunkEntries = 64
 // defaultBwdMaxBlocks caps raster_bwd's grid (Engine.bwdMaxBlocks); its blocks stride over the chunks. The chunk count is
 // on the device, so the grid is sized for the most the lists' capacity allows, and a block
 // past the count only leaves: uncapped, views that saturate early (a resampled scene walks
-// ~1% of its lists: NOTES.md, session 5) would launch tens of thousands of such blocks. The
+// ~1% of its lists) would launch tens of thousands of such blocks. The
 // trained bonsai scene's bound is ~15k (0.83M entries of capacity / 64 + 1700 tiles), so it
 // still gets a block per chunk. An engine field, so that a test can make blocks take several
 // chunks.

@@ -20,7 +20,7 @@ type LaunchTime struct {
 
 // launchTimer is a device that records an event on either side of every launch, so that a
 // stage's time (one event pair around several launches) can be split by kernel: bin, say, is
-// some 30 launches (NOTES.md). The events themselves add a few µs of device time per launch,
+// some 30 launches. The events themselves add a few µs of device time per launch,
 // so the times are for finding where a stage goes, not for the stage totals.
 type launchTimer struct {
 	gpu.Device
