@@ -146,8 +146,10 @@ func runRender(o *renderOptions, c *config.Config, s *streams) error {
 	return tw.Flush()
 }
 
-// metrics returns PSNR and SSIM of a render against the view's photo.
-func metrics(img []float32, v dataset.View) (float64, float64, error) {
+// metrics returns PSNR and SSIM of a render, clamped to [0,1] as training's evaluation
+// scores it, against the view's photo.
+func metrics(raw []float32, v dataset.View) (float64, float64, error) {
+	img := loss.Clamp01(nil, raw)
 	p, err := loss.PSNR(img, v.Image.RGB)
 	if err != nil {
 		return 0, 0, err

@@ -640,3 +640,37 @@ func BenchmarkLossL1SSIM(b *testing.B) {
 		})
 	}
 }
+
+func TestClamp01(t *testing.T) {
+	nan := float32(math.NaN())
+	tests := []struct {
+		name    string
+		in, out []float32
+	}{
+		{"inside stays", []float32{0, 0.25, 1}, []float32{0, 0.25, 1}},
+		{"over white", []float32{1.5, 1.0000001}, []float32{1, 1}},
+		{"under black", []float32{-0.2, -1e-30}, []float32{0, 0}},
+	}
+	for _, tc := range tests {
+		src := append([]float32(nil), tc.in...)
+		got := Clamp01(nil, src)
+		for i := range got {
+			if got[i] != tc.out[i] {
+				t.Errorf("%s: [%d] = %v, want %v", tc.name, i, got[i], tc.out[i])
+			}
+		}
+		for i := range src {
+			if src[i] != tc.in[i] {
+				t.Errorf("%s: the source was changed", tc.name)
+			}
+		}
+	}
+	if got := Clamp01(nil, []float32{nan}); !math.IsNaN(float64(got[0])) {
+		t.Errorf("NaN clamped to %v; it must stay NaN so that PSNR reports it", got[0])
+	}
+	// Scoring the clamped render: a render past white against a white target is perfect.
+	p, err := PSNR(Clamp01(nil, []float32{1.3, 1.1}), []float32{1, 1})
+	if err != nil || p != MaxPSNR {
+		t.Errorf("PSNR of a clamped over-white render = %v, %v; want %v", p, err, MaxPSNR)
+	}
+}

@@ -38,3 +38,18 @@ func PSNR[F splat.Float](img, target []F) (float64, error) {
 	}
 	return 10 * math.Log10(1/mse), nil
 }
+
+// Clamp01 writes src clamped to [0,1] into dst (grown as needed) and returns it. A render
+// is scored as an image, as the original 3DGS and gsplat score it: a pixel the splats push
+// past white counts as white. NaN stays NaN, so that PSNR still reports it.
+func Clamp01[F splat.Float](dst, src []F) []F {
+	dst = append(dst[:0], src...)
+	for i, v := range dst {
+		if v < 0 {
+			dst[i] = 0
+		} else if v > 1 {
+			dst[i] = 1
+		}
+	}
+	return dst
+}
