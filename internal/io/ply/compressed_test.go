@@ -1,7 +1,9 @@
 package ply
 
 import (
+	"bytes"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -28,5 +30,28 @@ func TestReadCompressedFixtures(t *testing.T) {
 			}
 		}
 		t.Logf("%s: %d splats, SH degree %d", f, info.Count, info.SHDegree)
+	}
+}
+
+// A compressed file cut to its first chunk reads as the first splats of
+// the whole one.
+func TestCompressedFirstChunk(t *testing.T) {
+	data := readShared(t, "fixtures/ply/biker.compressed.ply")
+	whole, _, err := Read(bytes.NewReader(data), "whole")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := cutPLYBy(t, data, func(e string) int {
+		if e == "chunk" {
+			return 1
+		}
+		return compressedChunk
+	})
+	g, info, err := Read(bytes.NewReader(cut), "cut")
+	if err != nil || info.Count != compressedChunk {
+		t.Fatalf("%v %+v", err, info)
+	}
+	if !slices.Equal(g.Means, whole.Means[:3*compressedChunk]) || !slices.Equal(g.Quats, whole.Quats[:4*compressedChunk]) {
+		t.Error("the first chunk decodes differently alone")
 	}
 }
