@@ -132,9 +132,19 @@ func views(g *splat.Gaussians) []camera.Camera {
 			c[k] += float64(g.Means[3*i+k]) / n
 		}
 	}
+	// The offsets frame train-1000 (RMS radius about 7 units); other
+	// scenes scale them by their own radius.
+	var ms float64
+	for i := 0; i < g.Len(); i++ {
+		for k := 0; k < 3; k++ {
+			d := float64(g.Means[3*i+k]) - c[k]
+			ms += d * d / n
+		}
+	}
+	s := math.Sqrt(ms) / 7
 	var cams []camera.Camera
 	for _, off := range [][3]float64{{0, -3, -18}, {16, -4, 6}} {
-		eye := [3]float64{c[0] + off[0], c[1] + off[1], c[2] + off[2]}
+		eye := [3]float64{c[0] + s*off[0], c[1] + s*off[1], c[2] + s*off[2]}
 		R, T := camera.LookAt(eye, c, [3]float64{0, 1, 0})
 		cams = append(cams, camera.Camera{Width: 240, Height: 180, Fx: 200, Fy: 200, Cx: 120, Cy: 90, R: R, T: T})
 	}
@@ -164,8 +174,10 @@ func render(t *testing.T, g *splat.Gaussians, deg int, cams []camera.Camera) [][
 // TestSplatTransformOutputsRender: splat-transform's conversions of a real
 // scene, read by rlxsplat, render like the scene (PSNR between renders of
 // the same views at the degree the format keeps). The floors are what
-// each format's quantisation allows, measured; the logged figures are the
-// ones to quote. splat-transform 2.7.1 does not write .splat.
+// each format's quantisation allows, measured on the shared fixture and on
+// a trained duck (RLXSPLAT_INTEROP_SCENE); the logged figures are the ones
+// to quote. The fixture's 1000 splats light only a few percent of each view,
+// which flatters its PSNR; the duck fills its views. splat-transform 2.7.1 does not write .splat.
 func TestSplatTransformOutputsRender(t *testing.T) {
 	srcPath := sourceScene(t)
 	src := read(t, srcPath)
@@ -177,8 +189,12 @@ func TestSplatTransformOutputsRender(t *testing.T) {
 		floor  float64 // dB
 	}{
 		{"out.ply", scene.PLY, 90},
-		{"out.compressed.ply", scene.CompressedPLY, 50},
-		{"out.spz", scene.SPZ, 50},
+		// 11/10/11-bit positions and log scales within each chunk of
+		// 256 and 8-bit colours: 40 dB is out of the format's reach on
+		// a dense scene (a trained duck: 34.3 dB; train-1000: 54.2).
+		{"out.compressed.ply", scene.CompressedPLY, 30},
+		// A trained duck: 45.0 dB; train-1000: 54.1.
+		{"out.spz", scene.SPZ, 40},
 		{"out.glb", scene.GLB, 90},
 	}
 	refs := map[int][][]float32{}

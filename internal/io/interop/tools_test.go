@@ -61,7 +61,12 @@ func splatTransform(t *testing.T, in, out string) {
 	}
 }
 
-// sourceScene is the real trained scene the tests start from.
+// sourceScene is the real trained scene the tests start from: the shared
+// train-1000 fixture, or the scene file RLXSPLAT_INTEROP_SCENE names (to
+// run the same checks on a scene of one's own, a trained duck say).
 func sourceScene(t *testing.T) string {
+	if p := os.Getenv("RLXSPLAT_INTEROP_SCENE"); p != "" {
+		return p
+	}
 	return sharedtest.Path(t, "fixtures/ply/train-1000.ply")
 }
