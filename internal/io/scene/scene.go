@@ -153,6 +153,12 @@ func read(f *os.File, path string, format Format) (*Scene, error) {
 		if info.Warning != "" {
 			warn(path + ": " + info.Warning)
 		}
+		if info.ColorSpace == gltfsplat.ColorSpaceLinear {
+			// rlxsplat blends colours as trained on sRGB photographs;
+			// linear colours cannot be converted splat by splat (the
+			// transfer function does not commute with blending).
+			warn(fmt.Sprintf("gltfsplat: %s: colorSpace %s: colours are used as they are, as if sRGB, so the scene renders darker than its writer meant", path, gltfsplat.ColorSpaceLinear))
+		}
 	case Splat:
 		g, err := dotsplat.Read(f, path)
 		if err != nil {

@@ -1,6 +1,7 @@
 package scene_test
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
@@ -177,5 +178,30 @@ func TestReadFileErrors(t *testing.T) {
 	}
 	if _, err := scene.ReadFile(cut); err == nil || !strings.Contains(err.Error(), "cut.ply") {
 		t.Errorf("%v", err)
+	}
+}
+
+// A .glb in linear colour reads with a warning that says its colours are
+// taken as sRGB.
+func TestLinearGLBWarns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lin.glb")
+	if err := gltfsplat.WriteFile(path, splattest.RandomScene(2, 4, 0, 1), gltfsplat.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Same length, so the GLB's chunk lengths stay right.
+	b = bytes.Replace(b, []byte(`"srgb_rec709_display"`), []byte(`"lin_rec709_display" `), 1)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := scene.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Warnings) != 1 || !strings.Contains(s.Warnings[0], "colorSpace lin_rec709_display") {
+		t.Errorf("warnings %q", s.Warnings)
 	}
 }
