@@ -18,7 +18,6 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/config"
 	"github.com/rlxsplat/rlxsplat/internal/engine"
 	"github.com/rlxsplat/rlxsplat/internal/fused"
-	"github.com/rlxsplat/rlxsplat/internal/io/ply"
 	"github.com/rlxsplat/rlxsplat/internal/prep"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 	"github.com/rlxsplat/rlxsplat/internal/train"
@@ -29,7 +28,7 @@ type benchOptions struct {
 	steps     int
 	warmup    int
 	gaussians int
-	ply       string
+	sf        sceneFlags
 	json      bool
 	profile   string
 	roofline  bool
@@ -45,7 +44,7 @@ func newBenchCmd(s *streams, runF func(*benchOptions, *config.Config) error) *co
 runs warm-up steps, then times full training steps (no densification) over the
 training views and reports the median milliseconds of every stage and the
 steps per second, and on a GPU engine the peak device memory its buffers held.
-With --ply FILE it starts from that scene instead (a trained point_cloud.ply,
+With --scene FILE it starts from that scene instead (a trained point_cloud.ply,
 whose splats overlap the way real ones do); with --gaussians N the scene is
 resampled to N Gaussians.
 
@@ -58,9 +57,12 @@ ceiling, and which of the two bounds it ("latency/other" when the stage
 reaches less than a quarter of both).`,
 		Example: `  rlxsplat bench --data ../shared/data/bonsai --downscale 4 --steps 20
   rlxsplat bench --data ../shared/data/bonsai --device cuda --roofline --json
-  rlxsplat bench --data ../shared/data/bonsai --device cuda --ply out/point_cloud.ply`,
+  rlxsplat bench --data ../shared/data/bonsai --device cuda --scene out/point_cloud.ply`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := o.sf.path("bench", false); err != nil {
+				return err
+			}
 			c, err := o.cf.resolved(cmd, s)
 			if err != nil || c == nil {
 				return err
@@ -84,7 +86,7 @@ reaches less than a quarter of both).`,
 	fs.IntVar(&o.steps, "steps", 20, "timed steps")
 	fs.IntVar(&o.warmup, "warmup", 3, "untimed steps first")
 	fs.IntVar(&o.gaussians, "gaussians", 0, "resample the initial scene to N Gaussians (0 = as initialised)")
-	fs.StringVar(&o.ply, "ply", "", "start from this scene (a trained point_cloud.ply) instead of the dataset's initialisation")
+	o.sf.add(fs, "start from this scene (a trained point_cloud.ply, say) instead of the dataset's initialisation")
 	fs.BoolVar(&o.json, "json", false, "print the result as JSON")
 	fs.StringVar(&o.profile, "cpuprofile", "", "write a Go CPU profile of the timed steps to this file")
 	fs.BoolVar(&o.roofline, "roofline", false, "GPU engines: measure the device's copy bandwidth and FP32 rate and place each stage under them")
@@ -162,13 +164,12 @@ func runBench(o *benchOptions, c *config.Config, s *streams) error {
 	}
 	opt := app.TrainOptions(c, nil)
 	var g *splat.Gaussians
-	if o.ply != "" {
-		if g, _, err = ply.ReadFile(o.ply); err == nil {
-			err = g.Validate()
-		}
+	if path, _ := o.sf.path("bench", false); path != "" {
+		sc, err := readScene(path, s.Err)
 		if err != nil {
 			return fmt.Errorf("bench: %w", err)
 		}
+		g = sc.Gaussians
 	} else if g, _, err = train.Initial(opt, ds); err != nil {
 		return err
 	}

@@ -8,13 +8,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rlxsplat/rlxsplat/internal/config"
 	"github.com/rlxsplat/rlxsplat/internal/io/dotsplat"
 	"github.com/rlxsplat/rlxsplat/internal/io/gltfsplat"
 	"github.com/rlxsplat/rlxsplat/internal/io/ply"
 	"github.com/rlxsplat/rlxsplat/internal/io/spz"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
-	"github.com/rlxsplat/rlxsplat/internal/train"
 )
 
 // Export formats, named as --format takes them and as the file extension.
@@ -26,37 +24,45 @@ const (
 )
 
 type exportOptions struct {
-	ply, ckpt string
-	out       string
+	sf    sceneFlags
+	scene string // the scene file, from --scene (or --ply, --ckpt)
+	out   string
 	// format is spz, splat, ply or glb: --format, or else out's extension.
 	format string
 	// shDegree is the SH degree to write; −1 keeps the input's.
 	shDegree int
 	// antialiased sets the SPZ antialiasing flag; a checkpoint's config
-	// (model.antialiased) sets it too. glTF has no field for it.
+	// (model.antialiased) or an SPZ's flag sets it too. glTF has no field
+	// for it.
 	antialiased bool
+	// spzVersion is the SPZ version written: 4 (the default, what
+	// Niantic's library writes), or 3 and 2 for older viewers.
+	spzVersion int
 }
 
 func newExportCmd(s *streams, runF func(*exportOptions) error) *cobra.Command {
 	o := &exportOptions{}
 	cmd := &cobra.Command{
-		Use:   "export (--ply FILE | --ckpt FILE) --out FILE.{spz,splat,ply,glb} [flags]",
-		Short: "Convert a trained PLY or checkpoint to SPZ, .splat, PLY or glTF for viewers",
+		Use:   "export --scene FILE --out FILE.{spz,splat,ply,glb} [flags]",
+		Short: "Convert a scene (PLY, SPZ, .splat, .glb or checkpoint) to SPZ, .splat, PLY or glTF for viewers",
 		Long: `Export converts a trained scene to another splat file: SPZ (Niantic's
 compressed format, about a tenth of the PLY), antimatter15's .splat (32 bytes a
 splat, no view-dependent colour), the INRIA PLY or binary glTF (.glb) with the
 KHR_gaussian_splatting extension (axes converted to glTF's y-up; viewers
-without the extension show a coloured point cloud). The format comes from the
-extension of --out unless --format names it. The file is written to a
+without the extension show a coloured point cloud). The input may be any scene
+file rlxsplat reads, told apart by its content. The format written comes from
+the extension of --out unless --format names it. The file is written to a
 temporary file, synced and renamed, so an existing one is never left half
 written.`,
-		Example: `  rlxsplat export --ply out/point_cloud.ply --out scene.spz
-  rlxsplat export --ckpt out/checkpoints/step-30000.ckpt --out scene.splat
-  rlxsplat export --ply out/point_cloud.ply --out scene.glb`,
+		Example: `  rlxsplat export --scene out/point_cloud.ply --out scene.spz
+  rlxsplat export --scene out/point_cloud.ply --out scene.spz --spz-version 3
+  rlxsplat export --scene out/checkpoints/step-30000.ckpt --out scene.splat
+  rlxsplat export --scene biker.compressed.ply --out scene.glb`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if (o.ply == "") == (o.ckpt == "") {
-				return usageError{fmt.Errorf("export: give exactly one of --ply and --ckpt")}
+			var err error
+			if o.scene, err = o.sf.path("export", true); err != nil {
+				return err
 			}
 			if o.out == "" {
 				return usageError{fmt.Errorf("export: --out is required")}
@@ -69,6 +75,9 @@ written.`,
 			} else if !validFormat(o.format) {
 				return usageError{fmt.Errorf("export: --format %q is not one of spz, splat, ply, glb", o.format)}
 			}
+			if o.spzVersion < 2 || o.spzVersion > 4 {
+				return usageError{fmt.Errorf("export: --spz-version %d, want 2, 3 or 4", o.spzVersion)}
+			}
 			if o.shDegree < -1 || o.shDegree > splat.MaxSHDegree {
 				return usageError{fmt.Errorf("export: --sh-degree %d, want 0..%d (or -1 for the input's)", o.shDegree, splat.MaxSHDegree)}
 			}
@@ -79,12 +88,12 @@ written.`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&o.ply, "ply", "", "INRIA-layout PLY to export")
-	fs.StringVar(&o.ckpt, "ckpt", "", "checkpoint to export")
+	o.sf.add(fs, "scene to export")
 	fs.StringVar(&o.out, "out", "", "file to write (.spz, .splat, .ply or .glb)")
 	fs.StringVar(&o.format, "format", "", "spz, splat, ply or glb (default: from the extension of --out)")
 	fs.IntVar(&o.shDegree, "sh-degree", -1, "SH degree to write, 0..3 (-1: the input's; .splat always holds 0)")
 	fs.BoolVar(&o.antialiased, "antialiased", false, "mark an SPZ as trained with the Mip-Splatting filter (a checkpoint's config sets it)")
+	fs.IntVar(&o.spzVersion, "spz-version", spz.DefaultVersion, "SPZ version to write: 4 (zstd, what Niantic's library writes), 3 or 2 (gzip, for older viewers)")
 	return cmd
 }
 
@@ -92,39 +101,20 @@ func validFormat(f string) bool {
 	return f == formatSPZ || f == formatSplat || f == formatPLY || f == formatGLB
 }
 
-// loadScene reads the input and returns its splats, SH degree and whether it was trained
-// antialiased (known only for checkpoints, from their config; environment overrides apply
-// as on resume).
-func loadScene(o *exportOptions, s *streams) (*splat.Gaussians, int, bool, error) {
-	if o.ply != "" {
-		g, deg, err := readScene(o.ply, "", 0)
-		return g, deg, false, err
-	}
-	yaml, err := train.CheckpointConfig(o.ckpt)
-	if err != nil {
-		return nil, 0, false, err
-	}
-	c, err := config.Load(config.Input{FileData: yaml, FileName: o.ckpt + " (config)", Env: s.Env})
-	if err != nil {
-		return nil, 0, false, err
-	}
-	g, deg, err := readScene("", o.ckpt, c.Model.SHDegree)
-	return g, deg, c.Model.Antialiased, err
-}
-
 func runExport(o *exportOptions, s *streams) error {
-	g, deg, aa, err := loadScene(o, s)
+	sc, err := readScene(o.scene, s.Err)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	in := o.ply + o.ckpt
+	g, deg, aa, in := sc.Gaussians, sc.SHDegree, sc.Antialiased, o.scene
 	if o.shDegree >= 0 {
 		deg = o.shDegree
 	}
 	aa = aa || o.antialiased
 	switch o.format {
 	case formatSPZ:
-		err = spz.WriteFile(o.out, g, spz.Options{SHDegree: deg, Antialiased: aa})
+		warn := func(m string) { fmt.Fprintln(s.Err, "rlxsplat: warning: export:", m) }
+		err = spz.WriteFile(o.out, g, spz.Options{SHDegree: deg, Antialiased: aa, Version: o.spzVersion, Warn: warn})
 	case formatSplat:
 		deg = 0
 		err = dotsplat.WriteFile(o.out, g)

@@ -20,15 +20,17 @@ func TestExportFlags(t *testing.T) {
 		want    exportOptions
 		wantErr string
 	}{
-		{args: []string{"--ply", "a.ply", "--out", "b.spz"}, want: exportOptions{ply: "a.ply", out: "b.spz", format: "spz", shDegree: -1}},
-		{args: []string{"--ckpt", "c.ckpt", "--out", "B.SPLAT"}, want: exportOptions{ckpt: "c.ckpt", out: "B.SPLAT", format: "splat", shDegree: -1}},
+		{args: []string{"--scene", "a.ply", "--out", "b.spz"}, want: exportOptions{scene: "a.ply", out: "b.spz", format: "spz", shDegree: -1, spzVersion: 4}},
+		{args: []string{"--ply", "a.ply", "--out", "b.spz", "--spz-version", "2"}, want: exportOptions{scene: "a.ply", out: "b.spz", format: "spz", shDegree: -1, spzVersion: 2}},
+		{args: []string{"--ckpt", "c.ckpt", "--out", "B.SPLAT"}, want: exportOptions{scene: "c.ckpt", out: "B.SPLAT", format: "splat", shDegree: -1, spzVersion: 4}},
 		{args: []string{"--ply", "a.ply", "--out", "b.bin", "--format", "ply", "--sh-degree", "1", "--antialiased"},
-			want: exportOptions{ply: "a.ply", out: "b.bin", format: "ply", shDegree: 1, antialiased: true}},
-		{args: []string{"--out", "b.spz"}, wantErr: "exactly one of --ply and --ckpt"},
-		{args: []string{"--ply", "a.ply", "--ckpt", "c.ckpt", "--out", "b.spz"}, wantErr: "exactly one of --ply and --ckpt"},
+			want: exportOptions{scene: "a.ply", out: "b.bin", format: "ply", shDegree: 1, antialiased: true, spzVersion: 4}},
+		{args: []string{"--out", "b.spz"}, wantErr: "give the scene to read with --scene FILE"},
+		{args: []string{"--ply", "a.ply", "--ckpt", "c.ckpt", "--out", "b.spz"}, wantErr: "give one scene"},
+		{args: []string{"--scene", "a.ply", "--out", "b.spz", "--spz-version", "5"}, wantErr: "--spz-version 5"},
 		{args: []string{"--ply", "a.ply"}, wantErr: "--out is required"},
 		{args: []string{"--ply", "a.ply", "--out", "b.bin"}, wantErr: "cannot tell the format of b.bin"},
-		{args: []string{"--ply", "a.ply", "--out", "b.GLB"}, want: exportOptions{ply: "a.ply", out: "b.GLB", format: "glb", shDegree: -1}},
+		{args: []string{"--ply", "a.ply", "--out", "b.GLB"}, want: exportOptions{scene: "a.ply", out: "b.GLB", format: "glb", shDegree: -1, spzVersion: 4}},
 		{args: []string{"--ply", "a.ply", "--out", "b.spz", "--format", "gltf"}, wantErr: `--format "gltf"`},
 		{args: []string{"--ply", "a.ply", "--out", "b.spz", "--sh-degree", "4"}, wantErr: "--sh-degree 4"},
 	}
@@ -50,6 +52,7 @@ func TestExportFlags(t *testing.T) {
 			t.Errorf("%v: %v", tt.args, err)
 			continue
 		}
+		got.sf = sceneFlags{}
 		if *got != tt.want {
 			t.Errorf("%v: options %+v, want %+v", tt.args, *got, tt.want)
 		}

@@ -100,7 +100,7 @@ func TestExitCodes(t *testing.T) {
 	}{
 		{[]string{"train", "--set", "nope.key=1"}, exitUsage, "unknown", ""},
 		{[]string{"train", "--print-config", "--iterations", "12"}, exitOK, "", "train.iterations"},
-		{[]string{"render"}, exitUsage, "exactly one of --ply and --ckpt", ""},
+		{[]string{"render"}, exitUsage, "give the scene to read with --scene FILE", ""},
 		{[]string{"parity", "--break", "colour"}, exitUsage, "--break", ""},
 		{[]string{"train", "--data", "/nonexistent/scene", "--iterations", "1"}, exitError, "/nonexistent/scene", ""},
 		{[]string{"bench", "--steps", "0"}, exitUsage, "--steps", ""},

@@ -13,14 +13,15 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/config"
 	"github.com/rlxsplat/rlxsplat/internal/io/dataset"
 	"github.com/rlxsplat/rlxsplat/internal/io/imageio"
+	"github.com/rlxsplat/rlxsplat/internal/io/scene"
 	"github.com/rlxsplat/rlxsplat/internal/loss"
 	"github.com/rlxsplat/rlxsplat/internal/train"
 )
 
 type renderOptions struct {
 	cf     configFlags
-	ply    string
-	ckpt   string
+	sf     sceneFlags
+	scene  string // the scene file, from --scene (or --ply, --ckpt)
 	split  string
 	orbit  int
 	outDir string
@@ -29,25 +30,31 @@ type renderOptions struct {
 func newRenderCmd(s *streams, runF func(*renderOptions, *config.Config) error) *cobra.Command {
 	o := &renderOptions{}
 	cmd := &cobra.Command{
-		Use:   "render (--ply FILE | --ckpt FILE) [flags]",
-		Short: "Render a trained PLY or checkpoint for a dataset's views or an orbit",
-		Long: `Render draws a trained scene for the views of a dataset (--data) and writes
-one PNG per view; where the views have photos it prints PSNR and SSIM per view
-and their mean. With --orbit N it renders N frames on a circle around the scene
-instead (the dataset's cameras set the circle).`,
-		Example: `  rlxsplat render --ply out/point_cloud.ply --data ../shared/data/duck --downscale 2
-  rlxsplat render --ckpt out/checkpoints/step-07000.ckpt --orbit 60`,
+		Use:   "render --scene FILE [flags]",
+		Short: "Render a splat scene (PLY, SPZ, .splat, .glb or checkpoint) for a dataset's views or an orbit",
+		Long: `Render draws a scene for the views of a dataset (--data) and writes one PNG
+per view; where the views have photos it prints PSNR and SSIM per view and their
+mean. With --orbit N it renders N frames on a circle around the scene instead
+(the dataset's cameras set the circle). The scene may be any file rlxsplat
+reads (INRIA or compressed PLY, SPZ 2-4, .splat, .glb, checkpoint), told apart
+by its content; a checkpoint's stored config applies unless --config is given.`,
+		Example: `  rlxsplat render --scene out/point_cloud.ply --data ../shared/data/duck --downscale 2
+  rlxsplat render --scene out/checkpoints/step-07000.ckpt --orbit 60
+  rlxsplat render --scene scene.spz --data ../shared/data/duck --downscale 2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if (o.ply == "") == (o.ckpt == "") {
-				return usageError{fmt.Errorf("render: give exactly one of --ply and --ckpt")}
+			var err error
+			if o.scene, err = o.sf.path("render", true); err != nil {
+				return err
 			}
-			if o.ckpt != "" && o.cf.file == "" {
-				yaml, err := train.CheckpointConfig(o.ckpt)
-				if err != nil {
-					return err
+			if o.cf.file == "" {
+				if f, err := scene.DetectFile(o.scene); err == nil && f == scene.Checkpoint {
+					yaml, err := train.CheckpointConfig(o.scene)
+					if err != nil {
+						return err
+					}
+					o.cf.fileData, o.cf.fileName = yaml, o.scene+" (config)"
 				}
-				o.cf.fileData, o.cf.fileName = yaml, o.ckpt+" (config)"
 			}
 			c, err := o.cf.resolved(cmd, s)
 			if err != nil || c == nil {
@@ -66,8 +73,7 @@ instead (the dataset's cameras set the circle).`,
 	o.cf.bindKey(fs, "render", "model.render", "render model: ewa or ray")
 	o.cf.bindKey(fs, "device", "train.device", "device: cpu, cuda or auto")
 	o.cf.bindKey(fs, "threads", "train.threads", "CPU threads (0 = all cores)")
-	fs.StringVar(&o.ply, "ply", "", "INRIA-layout PLY to render")
-	fs.StringVar(&o.ckpt, "ckpt", "", "checkpoint to render")
+	o.sf.add(fs, "scene to render")
 	fs.StringVar(&o.split, "split", "test", "views to render: test, train or all")
 	fs.IntVar(&o.orbit, "orbit", 0, "render N frames on an orbit instead of the dataset's views")
 	fs.StringVar(&o.outDir, "out", "render", "directory for the PNGs")
@@ -75,10 +81,11 @@ instead (the dataset's cameras set the circle).`,
 }
 
 func runRender(o *renderOptions, c *config.Config, s *streams) error {
-	g, deg, err := readScene(o.ply, o.ckpt, c.Model.SHDegree)
+	sc, err := readScene(o.scene, s.Err)
 	if err != nil {
 		return fmt.Errorf("render: %w", err)
 	}
+	g, deg := sc.Gaussians, sc.SHDegree
 	ds, err := app.LoadDataset(c)
 	if err != nil {
 		return err

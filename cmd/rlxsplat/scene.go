@@ -2,33 +2,52 @@ package main
 
 import (
 	"fmt"
+	"io"
 
-	"github.com/rlxsplat/rlxsplat/internal/io/ply"
-	"github.com/rlxsplat/rlxsplat/internal/splat"
-	"github.com/rlxsplat/rlxsplat/internal/train"
+	"github.com/spf13/pflag"
+
+	"github.com/rlxsplat/rlxsplat/internal/io/scene"
 )
 
-// readScene reads the splats of a trained PLY or of a checkpoint (exactly one of the two
-// paths is set) and checks them. deg is the PLY's SH degree, or ckptDeg for a checkpoint,
-// whose degree lives in its config rather than beside the splats.
-func readScene(plyPath, ckptPath string, ckptDeg int) (g *splat.Gaussians, deg int, err error) {
-	in := plyPath
-	if plyPath != "" {
-		var info ply.Info
-		if g, info, err = ply.ReadFile(plyPath); err != nil {
-			return nil, 0, err
+// sceneFlags binds --scene and the older --ply and --ckpt, which now take
+// any scene file too: the format comes from the file's content.
+type sceneFlags struct{ scene, ply, ckpt string }
+
+func (f *sceneFlags) add(fs *pflag.FlagSet, what string) {
+	fs.StringVar(&f.scene, "scene", "", what+": a PLY (INRIA or compressed), SPZ, .splat, .glb or checkpoint, told apart by content")
+	fs.StringVar(&f.ply, "ply", "", "the same as --scene (kept for scripts)")
+	fs.StringVar(&f.ckpt, "ckpt", "", "the same as --scene (kept for scripts)")
+}
+
+// path returns the one scene file given; "" when none is and it is
+// optional.
+func (f *sceneFlags) path(cmd string, required bool) (string, error) {
+	var given []string
+	for _, p := range []string{f.scene, f.ply, f.ckpt} {
+		if p != "" {
+			given = append(given, p)
 		}
-		deg = info.SHDegree
-	} else {
-		in = ckptPath
-		st, _, err := train.LoadCheckpoint(ckptPath)
-		if err != nil {
-			return nil, 0, err
-		}
-		g, deg = st.Params, ckptDeg
 	}
-	if err := g.Validate(); err != nil {
-		return nil, 0, fmt.Errorf("%s: %w", in, err)
+	switch {
+	case len(given) > 1:
+		return "", usageError{fmt.Errorf("%s: give one scene: --scene, --ply and --ckpt name the same thing", cmd)}
+	case len(given) == 0 && required:
+		return "", usageError{fmt.Errorf("%s: give the scene to read with --scene FILE", cmd)}
+	case len(given) == 0:
+		return "", nil
 	}
-	return g, deg, nil
+	return given[0], nil
+}
+
+// readScene reads a scene file of any format and prints the reader's
+// warnings (clamped values, dropped coefficients) to errw.
+func readScene(path string, errw io.Writer) (*scene.Scene, error) {
+	s, err := scene.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range s.Warnings {
+		fmt.Fprintln(errw, "rlxsplat: warning:", w)
+	}
+	return s, nil
 }

@@ -89,7 +89,7 @@ func TrainOptions(c *config.Config, yaml []byte) train.Options {
 			PruneOpacity: c.Densify.PruneOpacity, ResetEvery: c.Densify.ResetEvery, MaxScreenSize: c.Densify.MaxScreenSize,
 			MaxWorldScale: c.Densify.MaxWorldScale, MaxGaussians: c.Densify.MaxGaussians,
 		},
-		InitMode: string(c.Init.Mode), InitRandomCount: c.Init.RandomCount,
+		InitMode: string(c.Init.Mode), InitRandomCount: c.Init.RandomCount, InitScene: c.Init.Scene,
 		InitOpacity: float32(c.Init.Opacity), InitRandomScale: c.Init.RandomExtent,
 		EvalSteps: c.Train.EvalSteps, LogEvery: c.Train.LogEvery,
 		PreviewEvery: c.Train.PreviewEvery, PreviewView: c.Train.PreviewView,

@@ -60,11 +60,12 @@ type InitMode string
 const (
 	InitSfM    InitMode = "sfm"    // the dataset's points; random when it has none
 	InitRandom InitMode = "random" // a random cube around the scene
+	InitScene  InitMode = "scene"  // the splats of a scene file (init.scene)
 )
 
 // Init is the "init" section: the initial Gaussians.
 type Init struct {
-	// Mode is sfm or random.
+	// Mode is sfm, random or scene.
 	Mode InitMode `yaml:"mode"`
 	// RandomCount is the number of random points (random mode and fallback).
 	RandomCount int `yaml:"random_count"`
@@ -76,6 +77,9 @@ type Init struct {
 	// scene, aligned to the dataset's cameras by matching image names; "" =
 	// the dataset's own points.
 	PointsFrom string `yaml:"points_from"`
+	// Scene is the scene file (any format internal/io/scene reads) whose
+	// splats start the training when Mode is scene.
+	Scene string `yaml:"scene"`
 }
 
 // RenderModel selects the per-splat prepare and per-pixel alpha

@@ -504,10 +504,10 @@ func TestDefaultYAMLDocumentsEveryKey(t *testing.T) {
 
 func TestKeysDefaultType(t *testing.T) {
 	keys := Keys()
-	// data 8, init 5, model 6, raster 3, loss 2, optim 13, densify 12,
+	// data 8, init 6, model 6, raster 3, loss 2, optim 13, densify 12,
 	// train 10, output 2.
-	if len(keys) != 61 {
-		t.Errorf("%d keys, want 61", len(keys))
+	if len(keys) != 62 {
+		t.Errorf("%d keys, want 62", len(keys))
 	}
 	if keys[0] != "data.dir" || keys[len(keys)-1] != "output.formats" {
 		t.Errorf("key order: first %s, last %s", keys[0], keys[len(keys)-1])

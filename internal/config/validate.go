@@ -130,7 +130,10 @@ func (c *Config) problems() []error {
 	}
 
 	in := c.Init
-	k.oneOf("init.mode", string(in.Mode), string(InitSfM), string(InitRandom))
+	k.oneOf("init.mode", string(in.Mode), string(InitSfM), string(InitRandom), string(InitScene))
+	if in.Mode == InitScene && in.Scene == "" {
+		k.add("init.scene", "is empty: init.mode scene starts from the splats of a scene file; name it here")
+	}
 	k.atLeast("init.random_count", in.RandomCount, 1, "")
 	k.floatIn("init.opacity", in.Opacity, 0, 1, true, true)
 	k.positive("init.random_extent", in.RandomExtent)

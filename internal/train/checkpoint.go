@@ -189,39 +189,9 @@ func readState(f *ckpt.File) (*engine.State, int, error) {
 	return &st, int(step[0]), nil
 }
 
-func putGaussians(f *ckpt.File, prefix string, g *splat.Gaussians) {
-	for _, fl := range g.Fields() {
-		f.PutFloat32(prefix+"/"+fl.Name, fl.Data)
-	}
-}
+func putGaussians(f *ckpt.File, prefix string, g *splat.Gaussians) { f.PutGaussians(prefix, g) }
 
-func getGaussians(f *ckpt.File, prefix string) (*splat.Gaussians, error) {
-	g := &splat.Gaussians{}
-	var n = -1
-	for _, fl := range g.Fields() {
-		v, err := f.Float32(prefix + "/" + fl.Name)
-		if err != nil {
-			return nil, err
-		}
-		if len(v)%fl.Width != 0 || (n >= 0 && len(v)/fl.Width != n) {
-			return nil, fmt.Errorf("section %s/%s: %d values do not fit %d Gaussians × %d", prefix, fl.Name, len(v), n, fl.Width)
-		}
-		n = len(v) / fl.Width
-		switch fl.Name {
-		case "means":
-			g.Means = v
-		case "log_scales":
-			g.LogScales = v
-		case "quats":
-			g.Quats = v
-		case "opacity_logits":
-			g.OpacityLogits = v
-		case "sh":
-			g.SH = v
-		}
-	}
-	return g, nil
-}
+func getGaussians(f *ckpt.File, prefix string) (*splat.Gaussians, error) { return f.Gaussians(prefix) }
 
 // encodeCurve packs the curve as little-endian (step, loss, psnr, test) rows.
 func encodeCurve(c []curvePoint) []byte {

@@ -32,7 +32,8 @@ type Options struct {
 	Densify DensifyOptions
 
 	// Init
-	InitMode        string // "sfm" | "random"
+	InitMode        string // "sfm" | "random" | "scene"
+	InitScene       string // the scene file of init mode "scene"
 	InitRandomCount int
 	InitOpacity     float32
 	InitRandomScale float64 // half-size of the random cube as a fraction of the extent

@@ -19,6 +19,7 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/io/dataset"
 	"github.com/rlxsplat/rlxsplat/internal/io/imageio"
 	"github.com/rlxsplat/rlxsplat/internal/io/ply"
+	"github.com/rlxsplat/rlxsplat/internal/io/scene"
 	"github.com/rlxsplat/rlxsplat/internal/loss"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
@@ -81,8 +82,19 @@ func New(opt Options, ds *dataset.Dataset, eng engine.Engine) (*Trainer, error) 
 
 // Initial builds the starting Gaussians for a dataset: its SfM points, or
 // random points in a cube when asked or when it has none (the returned
-// notice says so).
+// notice says so), or the splats of a scene file (init mode "scene").
 func Initial(opt Options, ds *dataset.Dataset) (*splat.Gaussians, string, error) {
+	if opt.InitMode == "scene" {
+		s, err := scene.ReadFile(opt.InitScene)
+		if err != nil {
+			return nil, "", fmt.Errorf("train: init.scene: %w", err)
+		}
+		notice := fmt.Sprintf("starting from the %d splats of %s (%s, SH degree %d)", s.Gaussians.Len(), opt.InitScene, s.Format, s.SHDegree)
+		for _, w := range s.Warnings {
+			notice += "; " + w
+		}
+		return s.Gaussians, notice, nil
+	}
 	notice := ""
 	xyz, rgb := ds.Points, ds.PointColors
 	if opt.InitMode == "random" || len(xyz) == 0 {

@@ -19,7 +19,7 @@ type storage struct {
 var (
 	floatOnly     = []storage{{5126, false}}
 	rotationTypes = []storage{{5126, false}, {5120, true}, {5122, true}}
-	scaleTypes    = []storage{{5126, false}, {5120, false}, {5120, true}, {5122, false}, {5122, true}}
+	scaleTypes    = []storage{{5126, false}, {5121, false}, {5121, true}, {5123, false}, {5123, true}}
 	opacityTypes  = []storage{{5126, false}, {5121, true}, {5123, true}}
 )
 
@@ -134,8 +134,12 @@ func (a *attrReader) accessor(idx int, typ gltf.AccessorType, allowed []storage,
 				v = float32(int8(b[0]))
 			case storage{5120, true}:
 				v = max(float32(int8(b[0]))/127, -1)
+			case storage{5121, false}:
+				v = float32(b[0])
 			case storage{5121, true}:
 				v = float32(b[0]) / 255
+			case storage{5123, false}:
+				v = float32(le.Uint16(b))
 			case storage{5122, false}:
 				v = float32(int16(le.Uint16(b)))
 			case storage{5122, true}:

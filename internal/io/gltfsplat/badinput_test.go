@@ -3,11 +3,13 @@ package gltfsplat
 import (
 	"bytes"
 	"encoding/binary"
+	"math"
 	"strings"
 	"testing"
 
 	"github.com/qmuntal/gltf"
 
+	"github.com/rlxsplat/rlxsplat/internal/io/finite"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
 
@@ -132,9 +134,9 @@ func TestQuantisedRead(t *testing.T) {
 	bin = append([]byte(nil), bin...)
 	off := len(bin)
 	// rotation: VEC4 short normalised (−32768 → −1, 0, 0, 16384 → ~0.5);
-	// scale: VEC3 byte (integer log scales −1, 2, 0) plus one byte of
-	// padding; opacity: ubyte normalised 255 → 1, padded to 4.
-	bin = append(bin, 0x00, 0x80, 0, 0, 0, 0, 0x00, 0x40, 0xff, 2, 0, 0, 255, 0, 0, 0)
+	// scale: VEC3 unsigned byte (integer linear scales 1, 2, 0) plus one
+	// byte of padding; opacity: ubyte normalised 255 → 1, padded to 4.
+	bin = append(bin, 0x00, 0x80, 0, 0, 0, 0, 0x00, 0x40, 1, 2, 0, 0, 255, 0, 0, 0)
 	doc["bufferViews"] = append(doc["bufferViews"].([]any),
 		map[string]any{"buffer": 0, "byteOffset": off, "byteLength": 8},
 		map[string]any{"buffer": 0, "byteOffset": off + 8, "byteLength": 3},
@@ -146,10 +148,10 @@ func TestQuantisedRead(t *testing.T) {
 	na := len(doc["accessors"].([]any))
 	doc["accessors"] = append(doc["accessors"].([]any),
 		map[string]any{"bufferView": nv - 3, "componentType": 5122, "normalized": true, "count": 1, "type": "VEC4"},
-		map[string]any{"bufferView": nv - 2, "componentType": 5120, "count": 1, "type": "VEC3"},
+		map[string]any{"bufferView": nv - 2, "componentType": 5121, "count": 1, "type": "VEC3"},
 		map[string]any{"bufferView": nv - 1, "componentType": 5121, "normalized": true, "count": 1, "type": "SCALAR"})
 	attrs[AttrRotation], attrs[AttrScale], attrs[AttrOpacity] = na, na+1, na+2
-	back, _, err := Read(bytes.NewReader(glb(t, doc, bin)), "q.glb")
+	back, info, err := Read(bytes.NewReader(glb(t, doc, bin)), "q.glb")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,8 +160,12 @@ func TestQuantisedRead(t *testing.T) {
 	if want := []float32{16384.0 / 32767, 1, 0, 0}; !equalish(back.Quats, want) {
 		t.Errorf("quaternion %v, want %v", back.Quats, want)
 	}
-	if want := []float32{-1, 2, 0}; !equalish(back.LogScales, want) {
+	// Linear scale 0 is log scale −Inf, clamped and reported.
+	if want := []float32{0, float32(math.Ln2), -finite.LogScaleBound}; !equalish(back.LogScales, want) {
 		t.Errorf("log scales %v, want %v", back.LogScales, want)
+	}
+	if !strings.Contains(info.Warning, "1 infinite values") || !strings.Contains(info.Warning, "splat 0, component 2") {
+		t.Errorf("warning %q, want one clamped value at splat 0, component 2", info.Warning)
 	}
 	if a := splat.Sigmoid(back.OpacityLogits[0]); a < 1-1e-6 {
 		t.Errorf("opacity %g, want 1", a)

@@ -8,29 +8,38 @@
 // each in its own tightly packed buffer view:
 //
 //	POSITION                                  VEC3 float, with min/max
-//	COLOR_0                                   VEC4 float: 0.5 + SHC0·DC, opacity
-//	KHR_gaussian_splatting:SCALE              VEC3 float, log of the standard deviations
+//	COLOR_0                                   VEC4 float: linear(0.5 + SHC0·DC), opacity
+//	KHR_gaussian_splatting:SCALE              VEC3 float, linear standard deviations (exp of the log scales)
 //	KHR_gaussian_splatting:ROTATION           VEC4 float, unit quaternion (x, y, z, w)
 //	KHR_gaussian_splatting:OPACITY            SCALAR float, sigmoid of the logit, in [0, 1]
 //	KHR_gaussian_splatting:SH_DEGREE_ℓ_COEF_n VEC3 float (r, g, b), ℓ = 0..degree, n = 0..2ℓ
 //
-// The primitive carries the extension object {"kernel": "ellipse",
+// This follows the ratified extension text (KhronosGroup/glTF,
+// extensions/2.0/Khronos/KHR_gaussian_splatting): scales are linear and not
+// negative (an early draft stored logs; a reader that takes logs for linear
+// draws every splat the size of the scene), rotations unit quaternions in
+// glTF order, opacity linear in [0, 1]. The primitive carries the
+// extension object {"kernel": "ellipse",
 // "colorSpace": "srgb_rec709_display", "projection": "perspective",
-// "sortingMethod": "cameraDistance"}: the 3DGS kernel, trained on sRGB
-// photographs. The extension is listed in extensionsUsed and not in
-// extensionsRequired, so a viewer that does not know it still shows the
-// primitive as a coloured point cloud (POSITION + COLOR_0), the fallback
-// the extension is designed around. Every accessor is float: the
-// quantised component types the extension allows would cost precision and
-// the reader would then need KHR_mesh_quantization for POSITION anyway.
+// "sortingMethod": "cameraDistance"}: kernel and colorSpace are required,
+// the other two optional with those defaults, written anyway. The 3DGS
+// kernel trains on sRGB photographs. The extension is listed in
+// extensionsUsed and not in extensionsRequired, so a viewer that does not
+// know it still shows the primitive as a coloured point cloud (POSITION +
+// COLOR_0), the fallback the extension is designed around. Every accessor
+// written is float. Read also takes the quantised component types the
+// extension allows: rotation as normalised signed byte or short, scale as
+// unsigned byte or short (plain or normalised), opacity as normalised
+// unsigned byte or short.
 //
 // The SH coefficients keep the 3DGS (INRIA) basis and order, which is the
 // one the extension specifies (real SH with the Condon–Shortley phase,
 // m = −ℓ..ℓ within a degree), so they are stored as trained, apart from
 // the sign changes of the axis conversion below. COLOR_0 is the
 // extension's fallback colour, SHC0·DC plus the 0.5 offset of the 3DGS
-// forward pass, clamped to [0, 1] as glTF requires; it is written as the
-// display-referred value, without a conversion to glTF's linear colour.
+// forward pass, clamped to [0, 1], then decoded from sRGB to linear,
+// because core glTF defines COLOR_0 as linear (the extension's note on
+// the fallback asks for exactly this for srgb_rec709_display).
 //
 // Coordinates. The scene is RDF (x right, y down, z forward: COLMAP and
 // the INRIA PLY). glTF is right-handed with +Y up, +Z forward and −X right
@@ -44,7 +53,10 @@
 // direction, which the extension does not spell out. Read applies the same
 // map back, since it is its own inverse.
 //
-// Round trip. Positions, log scales and SH coefficients come back exactly;
+// Round trip. Positions and SH coefficients come back exactly, log scales
+// within float32 rounding of exp and log; a linear scale of 0 from another
+// writer is log scale −Inf, clamped to a finite bound and reported in
+// Info.Warning (internal/io/finite);
 // quaternions come back normalised (Write normalises them, as the
 // extension requires unit quaternions); opacities come back through
 // float32 sigmoid and logit, within 1e−6 in opacity, and 0 and 1 are

@@ -58,6 +58,9 @@ type Info struct {
 	Projection    string // as written; empty when absent (perspective)
 	SortingMethod string // as written; empty when absent (cameraDistance)
 	Generator     string // asset.generator
+	// Warning, when not empty, reports scales of 0 (log scale −Inf)
+	// clamped to a finite log scale, with their count and the first.
+	Warning string
 }
 
 // posSign maps a position component between RDF and LUF: the half turn
@@ -96,10 +99,24 @@ func toGLTF(w, x, y, z float32) (q [4]float32, ok bool) {
 func fromGLTF(q [4]float32) [4]float32 { return [4]float32{q[3], -q[0], -q[1], q[2]} }
 
 // fallbackColour is COLOR_0's value for a DC coefficient: the 3DGS diffuse
-// colour SHC0·dc + 0.5, clamped to [0, 1] since glTF colours must lie there.
+// colour SHC0·dc + 0.5, clamped to [0, 1], which is display-referred sRGB
+// (the colorSpace written), decoded to linear because glTF's COLOR_0 holds
+// linear values (the extension's "Fallback Behavior" note says so).
 func fallbackColour(dc float32) float32 {
-	return float32(min(max(splat.SHC0*float64(dc)+0.5, 0), 1))
+	return float32(srgbToLinear(min(max(splat.SHC0*float64(dc)+0.5, 0), 1)))
 }
+
+// srgbToLinear is the sRGB transfer function's inverse (IEC 61966-2-1).
+func srgbToLinear(c float64) float64 {
+	if c <= 0.04045 {
+		return c / 12.92
+	}
+	return math.Pow((c+0.055)/1.055, 2.4)
+}
+
+// toLogScale is the log scale of a stored linear scale, which the extension
+// says must not be negative; 0 gives −Inf, which the caller clamps.
+func toLogScale(s float32) float64 { return math.Log(float64(s)) }
 
 // opacityFloor keeps a stored opacity of 0 or 1 (float32 sigmoid saturates
 // to 1 above a logit of about 17) at a finite logit: ±16.6.

@@ -146,7 +146,13 @@ func TestValidGLTF(t *testing.T) {
 			col := raw.([][4]float32)
 			for i := 0; i < n; i++ {
 				for c := 0; c < 3; c++ {
+					// The clamped sRGB diffuse colour, decoded to linear.
 					w := min(max(0.5+splat.SHC0*float64(g.SH[i*splat.SHCoeffs*3+c]), 0), 1)
+					if w > 0.04045 {
+						w = math.Pow((w+0.055)/1.055, 2.4)
+					} else {
+						w /= 12.92
+					}
 					if d := math.Abs(float64(col[i][c]) - w); d > 1e-6 {
 						t.Fatalf("splat %d: COLOR_0[%d] = %g, want %g", i, c, col[i][c], w)
 					}
@@ -202,13 +208,14 @@ func TestGolden(t *testing.T) {
 	}{
 		{gltf.POSITION, [][3]float32{{-1, -2, 3}}},
 		{AttrRotation, [][4]float32{{-0.8, 0, 0, 0.6}}},
-		{AttrScale, [][3]float32{{-1, -2, -3}}},
+		{AttrScale, [][3]float32{{float32(math.Exp(-1)), float32(math.Exp(-2)), float32(math.Exp(-3))}}},
 		{AttrOpacity, []float32{0.5}},
 		{SHAttr(1, 0), [][3]float32{{-0.25, 0, 0}}},
 		{SHAttr(1, 1), [][3]float32{{0, 0.5, 0}}},
 		{SHAttr(2, 0), [][3]float32{{0, 0, 0.125}}},
 		{SHAttr(2, 3), [][3]float32{{0.75, 0, 0}}},
-		{gltf.COLOR_0, [][4]float32{{0.5, 0.5, 0.5, 0.5}}},
+		// sRGB 0.5 is linear ((0.5+0.055)/1.055)^2.4 = 0.21404114.
+		{gltf.COLOR_0, [][4]float32{{0.21404114, 0.21404114, 0.21404114, 0.5}}},
 	} {
 		// Compared as numbers: −0 (a negated zero) equals 0.
 		if got := read(tc.name); !slices.Equal(flat(got), flat(tc.want)) {

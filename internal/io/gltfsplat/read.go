@@ -10,6 +10,7 @@ import (
 
 	"github.com/qmuntal/gltf"
 
+	"github.com/rlxsplat/rlxsplat/internal/io/finite"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
 
@@ -166,7 +167,19 @@ func decode(data []byte) (*splat.Gaussians, Info, error) {
 	for j := range pos {
 		g.Means[j] = posSign[j%3] * pos[j]
 	}
-	copy(g.LogScales, scale)
+	var inf finite.Counter
+	for j, s := range scale {
+		if !(s >= 0) {
+			return nil, Info{}, fmt.Errorf("%s: accessor %d (%s): splat %d: scale %g is negative or NaN; the extension requires linear scales ≥ 0", where, prim.Attributes[AttrScale], AttrScale, j/3, s)
+		}
+		l, clamped := finite.Clamp(toLogScale(s), finite.LogScaleBound)
+		if clamped {
+			inf.Add(func() string {
+				return fmt.Sprintf("%s: accessor %d (%s): splat %d, component %d", where, prim.Attributes[AttrScale], AttrScale, j/3, j%3)
+			})
+		}
+		g.LogScales[j] = float32(l)
+	}
 	for i := 0; i < n; i++ {
 		q := fromGLTF([4]float32(rot[4*i : 4*i+4]))
 		copy(g.Quats[4*i:4*i+4], q[:])
@@ -206,6 +219,7 @@ func decode(data []byte) (*splat.Gaussians, Info, error) {
 		Projection:    ext.Projection,
 		SortingMethod: ext.SortingMethod,
 		Generator:     doc.Asset.Generator,
+		Warning:       inf.Warning("gltfsplat"),
 	}, nil
 }
 

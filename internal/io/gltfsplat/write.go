@@ -112,7 +112,13 @@ func build(g *splat.Gaussians, o Options) (*gltf.Document, error) {
 		col[i] = [4]float32{fallbackColour(dc[0]), fallbackColour(dc[1]), fallbackColour(dc[2]), a}
 		for c := 0; c < 3; c++ {
 			pos[i][c] = posSign[c] * g.Means[3*i+c]
-			scale[i][c] = g.LogScales[3*i+c]
+			// The extension stores linear scales (standard deviations),
+			// not the logs the splats train.
+			s := float32(math.Exp(float64(g.LogScales[3*i+c])))
+			if math.IsInf(float64(s), 0) {
+				return nil, fmt.Errorf("splat %d: log scale %g overflows a float32 linear scale", i, g.LogScales[3*i+c])
+			}
+			scale[i][c] = s
 		}
 	}
 

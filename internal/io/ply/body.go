@@ -8,6 +8,8 @@ import (
 	"io"
 	"math"
 	"strconv"
+
+	"github.com/rlxsplat/rlxsplat/internal/io/finite"
 )
 
 // maxASCIILine bounds one line of an ASCII body (a long face list is the
@@ -20,6 +22,15 @@ const maxASCIILine = 1 << 20
 type plan struct {
 	slot  []int
 	width int
+	// raw, when set (len width), receives the decoded values unconverted
+	// instead of row: the packed uint32 fields of a compressed PLY do not
+	// survive float32, and NaN or Inf cannot occur in them.
+	raw []float64
+	// infBound, when set (len width), lets an infinite value in slot s
+	// through as ±infBound[s] where that is > 0 (other tools write ±Inf
+	// logits and log scales); inf counts them.
+	infBound []float32
+	inf      finite.Counter
 }
 
 // emitFunc receives record i of the planned element; row is reused for the
@@ -99,21 +110,53 @@ func inputSize(r io.Reader) (int64, error) {
 	return -1, nil
 }
 
-// readAll reads every element in file order, handing the records of want to
-// emit and checking that the others are complete.
-func (b *bodyReader) readAll(want *element, pl *plan, emit emitFunc) error {
+// target is an element a caller wants, with its plan and the function that
+// receives its records.
+type target struct {
+	e    *element
+	pl   *plan
+	emit emitFunc
+}
+
+// readAll reads every element in file order, handing the records of the
+// wanted elements to their emit and checking that the others are complete.
+func (b *bodyReader) readAll(want ...target) error {
 	for k := range b.h.elements {
 		e := &b.h.elements[k]
-		var err error
-		if e == want {
-			err = b.readElement(e, pl, emit)
-		} else {
-			err = b.readElement(e, nil, nil)
+		var pl *plan
+		var emit emitFunc
+		for _, t := range want {
+			if t.e == e {
+				pl, emit = t.pl, t.emit
+			}
 		}
-		if err != nil {
+		if err := b.readElement(e, pl, emit); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// store puts decoded value v of property prop into slot s of the record:
+// unconverted into pl.raw when the plan asks for raw values, else through
+// toFloat32, with an infinity clamped where the plan allows it. where
+// describes the value's place for the clamp warning.
+func (pl *plan) store(row []float32, s int, v float64, where func() string) error {
+	if pl.raw != nil {
+		pl.raw[s] = v
+		return nil
+	}
+	if pl.infBound != nil && pl.infBound[s] > 0 {
+		var clamped bool
+		if v, clamped = finite.Clamp(v, pl.infBound[s]); clamped {
+			pl.inf.Add(where)
+		}
+	}
+	f, err := toFloat32(v)
+	if err != nil {
+		return err
+	}
+	row[s] = f
 	return nil
 }
 
@@ -208,11 +251,11 @@ func (b *bodyReader) fixedRecords(e *element, size int, pl *plan, row []float32,
 			return b.fail(b.off+int64(n), e, i, e.propAt(n), readErr(err))
 		}
 		for _, f := range fields {
-			v, err := toFloat32(f.typ.decode(buf[f.off:], b.order))
-			if err != nil {
-				return b.fail(b.off+int64(f.off), e, i, e.props[f.k].name, err)
+			at := b.off + int64(f.off)
+			where := func() string { return b.place(at, e, i, e.props[f.k].name) }
+			if err := pl.store(row, f.slot, f.typ.decode(buf[f.off:], b.order), where); err != nil {
+				return b.fail(at, e, i, e.props[f.k].name, err)
 			}
-			row[f.slot] = v
 		}
 		b.off += int64(size)
 		if err := emit(i, row); err != nil {
@@ -238,11 +281,11 @@ func (b *bodyReader) binaryRecord(e *element, i int64, pl *plan, row []float32) 
 		v := t.decode(buf, b.order)
 		if !p.isList() {
 			if pl != nil && pl.slot[k] >= 0 {
-				f, err := toFloat32(v)
-				if err != nil {
-					return b.fail(b.off, e, i, p.name, err)
+				at := b.off
+				where := func() string { return b.place(at, e, i, p.name) }
+				if err := pl.store(row, pl.slot[k], v, where); err != nil {
+					return b.fail(at, e, i, p.name, err)
 				}
-				row[pl.slot[k]] = f
 			}
 			b.off += int64(len(buf))
 			continue
@@ -298,11 +341,10 @@ func (b *bodyReader) asciiRecord(e *element, i int64, pl *plan, row []float32) e
 			}
 			return b.fail(0, e, i, p.name, fmt.Errorf("value %s is not a valid %s", quoteShort(string(tok)), p.typ))
 		}
-		f, err := toFloat32(v)
-		if err != nil {
+		where := func() string { return b.place(0, e, i, p.name) }
+		if err := pl.store(row, pl.slot[k], v, where); err != nil {
 			return b.fail(0, e, i, p.name, err)
 		}
-		row[pl.slot[k]] = f
 	}
 	return nil
 }
@@ -365,11 +407,17 @@ func isSpace(c byte) bool {
 // fail builds the located error every body problem returns: the file, the
 // byte offset (binary) or line (ASCII), the element index and the property.
 func (b *bodyReader) fail(off int64, e *element, i int64, prop string, err error) error {
+	return fmt.Errorf("ply: %s: %s: %w", b.name, b.place(off, e, i, prop), err)
+}
+
+// place says where a value is: the byte offset (binary) or line (ASCII),
+// the element index and the property.
+func (b *bodyReader) place(off int64, e *element, i int64, prop string) string {
 	where := fmt.Sprintf("byte %d", off)
 	if b.h.format == formatASCII {
 		where = fmt.Sprintf("line %d", b.line)
 	}
-	return fmt.Errorf("ply: %s: %s: %s %d, property %s: %w", b.name, where, e.name, i, prop, err)
+	return fmt.Sprintf("%s: %s %d, property %s", where, e.name, i, prop)
 }
 
 // readErr names a short read as truncation (wrapping io.ErrUnexpectedEOF)

@@ -19,9 +19,17 @@
 // the input cannot hold are refused before anything is allocated for them;
 // otherwise memory grows only with the records actually read.
 //
-// Non-goals: writing anything but the INRIA layout in binary little-endian;
-// the compressed PLY of SuperSplat/PlayCanvas (recognised and refused with a
-// clear error); meshes (faces and other elements are parsed only to be
+// Values other tools write as ±Inf where they saturate (logit opacity, log
+// scales) are clamped to finite bounds (internal/io/finite) and reported in
+// one warning with their count; NaN stays an error naming the vertex, the
+// property and the byte offset.
+//
+// The compressed PLY of SuperSplat/PlayCanvas (element chunk, packed_*
+// properties, an optional element sh) is recognised by its header and
+// decoded; see compressed.go for its layout.
+//
+// Non-goals: writing anything but the INRIA layout in binary little-endian
+// (the compressed PLY is read only); meshes (faces and other elements are parsed only to be
 // skipped); keeping normals or unknown properties (they are listed in
 // Info.Extra and dropped).
 package ply

@@ -9,7 +9,8 @@ import (
 
 // FuzzRead feeds arbitrary bytes to both readers. It is seeded with the
 // shared fixtures (train-1000 in its three encodings, the two SuperSplat
-// files), whole and cut to a few records, and with the hand-made files. Neither may panic or
+// files), whole, cut to a few records and, for the compressed ones, to one
+// whole chunk, and with the hand-made files. Neither may panic or
 // allocate beyond what the input can hold; a file that reads must hold
 // valid splats, read the same without a known size, and survive a
 // write/read round trip bit for bit.
@@ -34,6 +35,14 @@ func FuzzRead(f *testing.F) {
 			}
 			f.Add(data)
 			f.Add(cutPLY(f, data, 8))
+			// One whole chunk: a compressed file small enough to
+			// mutate that still decodes.
+			f.Add(cutPLYBy(f, data, func(e string) int {
+				if e == "chunk" {
+					return 1
+				}
+				return compressedChunk
+			}))
 		}
 	}
 	for _, fm := range formats {

@@ -209,6 +209,12 @@ func inriaNames(d int) []string {
 // gets the fixtures' layouts at a size it can mutate quickly.
 func cutPLY(t testing.TB, data []byte, keep int) []byte {
 	t.Helper()
+	return cutPLYBy(t, data, func(string) int { return keep })
+}
+
+// cutPLYBy is cutPLY keeping keep(element name) records of each element.
+func cutPLYBy(t testing.TB, data []byte, keepOf func(name string) int) []byte {
+	t.Helper()
 	end := bytes.Index(data, []byte("end_header\n"))
 	if end < 0 {
 		t.Fatal("cutPLY: no end_header")
@@ -216,7 +222,7 @@ func cutPLY(t testing.TB, data []byte, keep int) []byte {
 	sizes := map[string]int{"char": 1, "uchar": 1, "int8": 1, "uint8": 1, "short": 2, "ushort": 2, "int16": 2, "uint16": 2,
 		"int": 4, "uint": 4, "int32": 4, "uint32": 4, "float": 4, "float32": 4, "double": 8, "float64": 8}
 	var hdr bytes.Buffer
-	type span struct{ count, size int }
+	type span struct{ count, size, keep int }
 	var elems []span
 	for _, l := range strings.SplitAfter(string(data[:end]), "\n") {
 		f := strings.Fields(l)
@@ -226,8 +232,9 @@ func cutPLY(t testing.TB, data []byte, keep int) []byte {
 			if err != nil {
 				t.Fatalf("cutPLY: %q", l)
 			}
-			elems = append(elems, span{count: n})
-			l = fmt.Sprintf("element %s %d\n", f[1], min(n, keep))
+			keep := min(n, keepOf(f[1]))
+			elems = append(elems, span{count: n, keep: keep})
+			l = fmt.Sprintf("element %s %d\n", f[1], keep)
 		case len(f) == 3 && f[0] == "property":
 			if len(elems) == 0 || sizes[f[1]] == 0 {
 				t.Fatalf("cutPLY: unsupported line %q", l)
@@ -241,7 +248,7 @@ func cutPLY(t testing.TB, data []byte, keep int) []byte {
 	hdr.WriteString("end_header\n")
 	body := data[end+len("end_header\n"):]
 	for _, e := range elems {
-		hdr.Write(body[:min(e.count, keep)*e.size])
+		hdr.Write(body[:e.keep*e.size])
 		body = body[e.count*e.size:]
 	}
 	return hdr.Bytes()

@@ -89,7 +89,7 @@ func readPointCloud(r io.Reader, name string) ([]float32, []uint8, error) {
 		}
 		return nil
 	}
-	if err := b.readAll(v, pl, emit); err != nil {
+	if err := b.readAll(target{v, pl, emit}); err != nil {
 		return nil, nil, err
 	}
 	return xyz, rgb, nil

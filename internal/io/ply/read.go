@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rlxsplat/rlxsplat/internal/io/finite"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
 
@@ -24,6 +25,13 @@ type Info struct {
 	// layout, which were read past and dropped. The layout's own nx ny nz
 	// are dropped too but not listed.
 	Extra []string
+	// Compressed is true for a SuperSplat/PlayCanvas compressed PLY.
+	Compressed bool
+	// Warning, when not empty, reports values replaced on reading: the
+	// ±Inf opacity logits and log scales other tools write, clamped to
+	// finite bounds (internal/io/finite), with their count and where the
+	// first was.
+	Warning string
 }
 
 // Slots of a splat row: the layout's scalar properties in a fixed order,
@@ -68,9 +76,13 @@ func ReadFile(path string) (*splat.Gaussians, Info, error) {
 // is used in error messages. Coefficients above the file's SH degree are
 // zero in the result. A file with zero vertices is valid and gives N = 0.
 //
+// A SuperSplat/PlayCanvas compressed PLY (element chunk, packed_*
+// properties) is recognised by its header and decoded (see compressed.go).
+//
 // Missing required properties, an f_rest count that is not 0, 9, 24 or 45,
-// NaN or infinite values, and truncated input are errors naming where they
-// are. When r can report its size (bytes.Reader, os.File, …) counts that do
+// NaN, infinite values other than in opacity and scale_* (which are clamped
+// and reported in Info.Warning), and truncated input are errors naming
+// where they are. When r can report its size (bytes.Reader, os.File, …) counts that do
 // not fit are refused up front; otherwise memory grows only with the data
 // actually read.
 func Read(r io.Reader, name string) (*splat.Gaussians, Info, error) {
@@ -82,9 +94,19 @@ func Read(r io.Reader, name string) (*splat.Gaussians, Info, error) {
 	if v == nil {
 		return nil, Info{}, fmt.Errorf("ply: %s: no element vertex in the header", name)
 	}
+	if isCompressed(b.h) {
+		return readCompressed(b, name)
+	}
 	pl, degree, extra, err := splatPlan(b.h, v, name)
 	if err != nil {
 		return nil, Info{}, err
+	}
+	// Other tools write ±Inf logits and log scales where these saturate;
+	// they are clamped and counted, while NaN stays an error.
+	pl.infBound = make([]float32, pl.width)
+	pl.infBound[slotOpacity] = finite.LogitBound
+	for c := 0; c < 3; c++ {
+		pl.infBound[slotScale+c] = finite.LogScaleBound
 	}
 	if v.count > math.MaxInt/(splat.SHCoeffs*3) {
 		return nil, Info{}, fmt.Errorf("ply: %s: header line %d: vertex count %d is too large", name, v.line, v.count)
@@ -120,9 +142,10 @@ func Read(r io.Reader, name string) (*splat.Gaussians, Info, error) {
 		}
 		return nil
 	}
-	if err := b.readAll(v, pl, emit); err != nil {
+	if err := b.readAll(target{v, pl, emit}); err != nil {
 		return nil, Info{}, err
 	}
+	info.Warning = pl.inf.Warning("ply: " + name)
 	return g, info, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rlxsplat/rlxsplat/internal/io/finite"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
 
@@ -490,15 +491,15 @@ func TestReadErrors(t *testing.T) {
 		{"f_rest count", lines(rest8...), []string{"element vertex: 8 f_rest properties, want 0, 9, 24 or 45"}},
 		{"f_rest gap", lines(gap...), []string{"property f_rest_9 is out of range for 9 f_rest properties"}},
 		{"f_rest name", lines(append(header0(le, 0)[:len(header0(le, 0))-1], "property float f_rest_07", "end_header")...), []string{`property f_rest_07 (line 21): "07" is not an f_rest index`}},
-		{"compressed", lines(compressed...), []string{"compressed PLY (SuperSplat/PlayCanvas"}},
+		{"compressed", lines(compressed...), []string{"header line 3: compressed PLY: element chunk lacks min_y"}},
 		{"absurd count", append(lines(header0(le, 1000000000)...), make([]byte, 68*3)...),
 			[]string{"header line 3: element vertex has count 1000000000, which needs at least 1000000000×68 bytes, but only 204 bytes follow the header"}},
 		{"absurd face count", append(lines(append([]string{"ply", "format binary_big_endian 1.0", "element face 4611686018427387904", "property list uchar int idx"}, header0(le, 0)[2:]...)...), 0, 0),
 			[]string{"header line 3: element face has count 4611686018427387904"}},
 		{"NaN", withValue(le, nil, 1, 9, math.NaN()), []string{fmt.Sprintf("byte %d: vertex 1, property opacity: value is NaN", hdrLen+68+9*4)}},
-		{"Inf", withValue(le, nil, 0, 11, math.Inf(-1)), []string{fmt.Sprintf("byte %d: vertex 0, property scale_1: value is -Inf", hdrLen+11*4)}},
+		{"Inf", withValue(le, nil, 0, 0, math.Inf(-1)), []string{fmt.Sprintf("byte %d: vertex 0, property x: value is -Inf", hdrLen)}},
 		{"big double", bigDouble, []string{fmt.Sprintf("byte %d: vertex 1, property z: value 1e+300 is out of float32 range", bytes.Index(bigDouble, []byte("end_header\n"))+11+72+8)}},
-		{"ascii Inf", withValue("ascii", nil, 0, 11, math.Inf(1)), []string{fmt.Sprintf("line %d: vertex 0, property scale_1: value is +Inf", asciiHdrLines+1)}},
+		{"ascii Inf", withValue("ascii", nil, 0, 6, math.Inf(1)), []string{fmt.Sprintf("line %d: vertex 0, property f_dc_0: value is +Inf", asciiHdrLines+1)}},
 		{"ascii NaN", withValue("ascii", nil, 1, 9, math.NaN()), []string{fmt.Sprintf("line %d: vertex 1, property opacity: value is NaN", asciiHdrLines+2)}},
 		{"ascii float range", bytes.Replace(withValue("ascii", nil, 1, 9, 7), []byte(" 7 "), []byte(" 1e39 "), 1), []string{`vertex 1, property opacity: value "1e39" is out of range for float`}},
 		{"ascii bad number", bytes.Replace(withValue("ascii", nil, 1, 9, 7), []byte(" 7 "), []byte(" 1.2.3 "), 1), []string{`line 23: vertex 1, property opacity: value "1.2.3" is not a valid float`}},
@@ -634,19 +635,9 @@ func TestTruncatedTrailingElement(t *testing.T) {
 	}
 }
 
-func TestReadCompressedFixtures(t *testing.T) {
-	for _, name := range []string{"biker", "guitar"} {
-		path := needShared(t, "fixtures/ply/"+name+".compressed.ply")
-		_, _, err := ReadFile(path)
-		if err == nil || !strings.Contains(err.Error(), "compressed PLY (SuperSplat/PlayCanvas") || !strings.Contains(err.Error(), path) {
-			t.Errorf("%s: %v", name, err)
-		}
-	}
-}
-
 // TestCutFixtures checks the fuzz seeds made by cutPLY: the cut splat file
 // reads as the first splats of the whole one, and the cut SuperSplat files
-// are still refused as compressed.
+// are refused as compressed files whose chunk count no longer fits.
 func TestCutFixtures(t *testing.T) {
 	data := readShared(t, fixtureRel)
 	whole, _, err := Read(bytes.NewReader(data), "whole")
@@ -665,5 +656,41 @@ func TestCutFixtures(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "compressed PLY") {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// TestInfClamped: ±Inf in opacity and scale_* (what other tools write where
+// these saturate) is clamped to the finite bounds and reported once with
+// the count and the first place; the rest of the file reads unchanged.
+func TestInfClamped(t *testing.T) {
+	d0 := inriaNames(0) // opacity at 9, scale_0..2 at 10..12
+	row := func() []float64 {
+		r := make([]float64, 17)
+		r[13] = 1
+		return r
+	}
+	for _, f := range []string{"binary_little_endian", "binary_big_endian", "ascii"} {
+		rows := [][]float64{row(), row(), row()}
+		rows[0][9] = math.Inf(1)
+		rows[1][10] = math.Inf(-1)
+		rows[2][12] = math.Inf(1)
+		rows[2][0] = 4.5
+		g, info, err := Read(bytes.NewReader(buildPLY(t, f, []telem{floatElem(d0, rows)})), "inf.ply")
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if g.OpacityLogits[0] != finite.LogitBound || g.LogScales[3] != -finite.LogScaleBound || g.LogScales[8] != finite.LogScaleBound {
+			t.Errorf("%s: clamped to %g, %g, %g; want ±%d", f, g.OpacityLogits[0], g.LogScales[3], g.LogScales[8], finite.LogitBound)
+		}
+		if g.Means[6] != 4.5 {
+			t.Errorf("%s: x of vertex 2 = %g, want 4.5", f, g.Means[6])
+		}
+		if !strings.Contains(info.Warning, "inf.ply: 3 infinite values") || !strings.Contains(info.Warning, "vertex 0, property opacity") {
+			t.Errorf("%s: warning %q, want the count 3 and the first place", f, info.Warning)
+		}
+	}
+	g, info, err := Read(bytes.NewReader(buildPLY(t, "binary_little_endian", []telem{floatElem(d0, [][]float64{row()})})), "ok.ply")
+	if err != nil || info.Warning != "" || g.Len() != 1 {
+		t.Errorf("finite file: %v, warning %q", err, info.Warning)
 	}
 }

@@ -1,7 +1,7 @@
 // Package spz writes and reads Gaussian-splat scenes in Niantic's SPZ
 // format ("Splat Zip"), the compact file many web viewers load.
 //
-// An SPZ file is a gzip stream holding a 16-byte little-endian header
+// Versions 2 and 3: the file is a gzip stream holding a 16-byte little-endian header
 // (magic 0x5053474e "NGSP", version, point count, SH degree, the number of
 // fractional bits of the fixed-point positions, flags, a reserved byte)
 // followed by one array per attribute, each covering every splat before the
@@ -12,6 +12,14 @@
 // coefficients above DC (u8 each, coefficient-major with the channel
 // fastest, as splat.Gaussians holds them).
 //
+// Version 4, what Niantic's reference library writes by default, keeps the
+// same arrays and encodings but drops gzip: a plain 32-byte header (the
+// legacy fields, the number of streams and the offset of a table of
+// contents), optional extension records, the table of contents (compressed
+// and uncompressed size of each stream) and each array as its own zstd
+// frame (ngsp.go). zstd is not in the standard library; it comes from
+// github.com/klauspost/compress, pure Go, so the binary stays CGO-free.
+//
 // SPZ stores the RUB axes (x right, y up, z back: OpenGL, three.js); the
 // scene, like the INRIA PLY and COLMAP, is RDF (x right, y down, z forward).
 // The two differ by a half turn about x, so Write maps positions to
@@ -21,12 +29,16 @@
 //
 // Every field is quantised; the bounds are stated beside each encoder and
 // asserted by the tests. Write refuses what the format cannot hold instead
-// of wrapping it (positions beyond ±2²³ units, zero quaternions). Read
-// accepts versions 2 and 3 and refuses, with the byte offset, anything
+// of wrapping it (positions beyond ±2²³ units, zero quaternions); log
+// scales outside the byte's [−10, 5.9375] are clamped and reported once,
+// with their count, through Options.Warn. Write writes version 4 unless
+// told otherwise. Read tells the container by its first bytes, accepts
+// versions 2, 3 and 4 and refuses, with the byte offset, anything
 // malformed.
 //
-// Non-goals: version 1 (float16 positions, never released), SH degree 4,
-// the extension records of newer files (flag 0x2) and the min/max SH
-// scaling they carry, and choosing SH bit depths other than the format's
-// defaults (5 bits for degree 1, 4 bits above).
+// Non-goals: version 1 (float16 positions, never released); writing SH
+// degree 4 (a degree-4 file reads with degrees 0..3 kept); interpreting
+// extension records (version 4's are skipped by the header's offset; a
+// gzipped file announcing them is refused); choosing SH bit depths other
+// than the format's defaults (5 bits for degree 1, 4 bits above).
 package spz

@@ -91,6 +91,12 @@ func encodeColor(dc float32) byte {
 
 func decodeColor(b byte) float32 { return float32((float64(b)/255 - 0.5) / colorScale) }
 
+// minLogScale and maxLogScale bound the log scales a scale byte holds.
+const (
+	minLogScale = -10.0
+	maxLogScale = 255.0/16 - 10
+)
+
 // encodeScale quantises a log scale as round((s+10)·16): error ≤ 1/32 for s
 // in [−10, 5.9375] (scales from 4.5e−5 to 380 units).
 func encodeScale(s float32) byte { return quant.Byte((float64(s) + 10) * 16) }

@@ -24,14 +24,17 @@ func ReadFile(path string) (*splat.Gaussians, Info, error) {
 	return Read(f, path)
 }
 
-// Read reads an SPZ stream of version 2 or 3 from r and returns its splats
-// in the scene's RDF axes; name (usually the path) is used in error
-// messages, which also give the byte offset in the decompressed stream.
-// Coefficients above the file's SH degree are zero.
+// Read reads an SPZ file of version 2, 3 (gzip) or 4 (NGSP container with
+// zstd streams) from r and returns its splats in the scene's RDF axes;
+// name (usually the path) is used in error messages, which also give the
+// byte offset (in the decompressed stream for versions 2 and 3, in the
+// file for 4). Coefficients above the file's SH degree are zero; a degree
+// 4 file keeps degrees 0..3 (Info.SHDegree still says 4).
 //
-// Memory grows only with the data actually decompressed, so a header
-// claiming more splats than the stream holds costs nothing; trailing bytes
-// after the SH array and a bad gzip checksum are errors.
+// Memory grows only with the data actually decompressed (versions 2 and 3)
+// or is bounded by the file's size (version 4), so a header claiming more
+// splats than the file holds costs nothing; trailing bytes and bad
+// checksums are errors. Version 4's extension records are skipped.
 func Read(r io.Reader, name string) (*splat.Gaussians, Info, error) {
 	g, info, err := decode(r)
 	if err != nil {
@@ -60,10 +63,66 @@ func (s *section) read(n int64, what string) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// arrayNames names the attribute arrays in file order.
+var arrayNames = [6]string{"positions", "alphas", "colors", "scales", "rotations", "spherical harmonics"}
+
+// arraySizes is the byte size of each attribute array.
+func arraySizes(count int64, deg, version int) [6]int64 {
+	rot := int64(4)
+	if version == 2 {
+		rot = 3
+	}
+	return [6]int64{9 * count, count, 3 * count, 3 * count, rot * count, int64(3*shDims(deg)) * count}
+}
+
+// checkHeader checks the header fields the versions share.
+func checkHeader(deg, fb int, flags byte, version int) error {
+	if deg > maxFileDegree {
+		return fmt.Errorf("byte offset 12: SH degree %d, want 0..%d", deg, maxFileDegree)
+	}
+	if fb > 23 {
+		return fmt.Errorf("byte offset 13: %d fractional bits, want at most 23 of a 24-bit coordinate", fb)
+	}
+	if extra := flags &^ FlagAntialiased; extra != 0 {
+		// Flag 0x2 of a gzipped file announces extension records inside
+		// the payload, before the arrays; their layout is outside what this
+		// package reads, so refuse rather than misread the arrays.
+		return fmt.Errorf("byte offset 14: flags %#02x: unknown bits %#02x (extensions in a version %d file are not supported)", flags, extra, version)
+	}
+	return nil
+}
+
+// maxFileDegree is the highest SH degree a file may hold (version 4 allows
+// 4); Read keeps the coefficients up to splat.MaxSHDegree.
+const maxFileDegree = 4
+
 func decode(r io.Reader) (*splat.Gaussians, Info, error) {
-	zr, err := gzip.NewReader(bufio.NewReader(r))
+	br := bufio.NewReader(r)
+	head, _ := br.Peek(4)
+	var p *packed
+	var info Info
+	var err error
+	if len(head) == 4 && binary.LittleEndian.Uint32(head) == Magic {
+		data, rerr := io.ReadAll(br)
+		if rerr != nil {
+			return nil, Info{}, rerr
+		}
+		p, info, err = readNGSP(data)
+	} else {
+		p, info, err = readGzip(br)
+	}
 	if err != nil {
-		return nil, Info{}, fmt.Errorf("not a gzip stream (SPZ files are gzipped): %w", err)
+		return nil, Info{}, err
+	}
+	return unpack(p, info), info, nil
+}
+
+// readGzip reads the arrays of a version 2 or 3 file: one gzip stream of
+// the 16-byte header and the arrays.
+func readGzip(r io.Reader) (*packed, Info, error) {
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return nil, Info{}, fmt.Errorf("neither an NGSP header (version 4) nor a gzip stream (versions 2 and 3): %w", err)
 	}
 	s := &section{r: zr}
 	hdr, err := s.read(HeaderSize, "header")
@@ -76,59 +135,28 @@ func decode(r io.Reader) (*splat.Gaussians, Info, error) {
 	version := binary.LittleEndian.Uint32(hdr[4:])
 	switch {
 	case version == 1:
-		return nil, Info{}, fmt.Errorf("byte offset 4: version 1 (float16 positions) is not supported, only 2 and 3")
+		return nil, Info{}, fmt.Errorf("byte offset 4: version 1 (float16 positions) is not supported, only 2, 3 and 4")
 	case version != 2 && version != 3:
-		return nil, Info{}, fmt.Errorf("byte offset 4: version %d, want 2 or 3", version)
+		return nil, Info{}, fmt.Errorf("byte offset 4: version %d in a gzipped file, want 2 or 3", version)
 	}
 	count := int64(binary.LittleEndian.Uint32(hdr[8:]))
-	deg := int(hdr[12])
-	if deg > splat.MaxSHDegree {
-		return nil, Info{}, fmt.Errorf("byte offset 12: SH degree %d, want 0..%d", deg, splat.MaxSHDegree)
-	}
-	fb := int(hdr[13])
-	if fb > 23 {
-		return nil, Info{}, fmt.Errorf("byte offset 13: %d fractional bits, want at most 23 of a 24-bit coordinate", fb)
-	}
-	flags := hdr[14]
-	if extra := flags &^ FlagAntialiased; extra != 0 {
-		// Flag 0x2 announces extension records before the arrays; their
-		// layout is outside what this package reads, so refuse rather than
-		// misread the arrays.
-		return nil, Info{}, fmt.Errorf("byte offset 14: flags %#02x: unknown bits %#02x (extensions are not supported)", flags, extra)
+	deg, fb, flags := int(hdr[12]), int(hdr[13]), hdr[14]
+	if err := checkHeader(deg, fb, flags, int(version)); err != nil {
+		return nil, Info{}, err
 	}
 	if hdr[15] != 0 {
 		return nil, Info{}, fmt.Errorf("byte offset 15: reserved byte is %d, want 0", hdr[15])
 	}
 	info := Info{Version: int(version), Count: int(count), SHDegree: deg, FractionalBits: fb, Antialiased: flags&FlagAntialiased != 0}
 
-	rotBytes := int64(4)
-	if version == 2 {
-		rotBytes = 3
-	}
-	k := shDims(deg)
-	pos, err := s.read(9*count, "positions")
-	if err != nil {
-		return nil, Info{}, err
-	}
-	alphas, err := s.read(count, "alphas")
-	if err != nil {
-		return nil, Info{}, err
-	}
-	colors, err := s.read(3*count, "colors")
-	if err != nil {
-		return nil, Info{}, err
-	}
-	scales, err := s.read(3*count, "scales")
-	if err != nil {
-		return nil, Info{}, err
-	}
-	rots, err := s.read(rotBytes*count, "rotations")
-	if err != nil {
-		return nil, Info{}, err
-	}
-	shs, err := s.read(int64(3*k)*count, "spherical harmonics")
-	if err != nil {
-		return nil, Info{}, err
+	p := &packed{}
+	copy(p.hdr[:], hdr)
+	sizes := arraySizes(count, deg, int(version))
+	dst := []*[]byte{&p.pos, &p.alphas, &p.colors, &p.scales, &p.rots, &p.sh}
+	for a, n := range sizes {
+		if *dst[a], err = s.read(n, arrayNames[a]); err != nil {
+			return nil, Info{}, err
+		}
 	}
 	// Reading to the end checks the gzip checksum as well as the length.
 	if extra, err := io.Copy(io.Discard, zr); err != nil {
@@ -136,8 +164,14 @@ func decode(r io.Reader) (*splat.Gaussians, Info, error) {
 	} else if extra > 0 {
 		return nil, Info{}, fmt.Errorf("byte offset %d: %d bytes after the last array (%d splats, SH degree %d, version %d)", s.off, extra, count, deg, version)
 	}
+	return p, info, nil
+}
 
-	n := int(count)
+// unpack turns the arrays back into splats in the scene's axes; SH above
+// splat.MaxSHDegree (a degree-4 file) is dropped.
+func unpack(p *packed, info Info) *splat.Gaussians {
+	n, fb, deg := info.Count, info.FractionalBits, info.SHDegree
+	pos, alphas, colors, scales, rots, shs := p.pos, p.alphas, p.colors, p.scales, p.rots, p.sh
 	g := splat.New(n)
 	step := 1 / float32(int(1)<<fb)
 	for j := 0; j < 3*n; j++ {
@@ -159,7 +193,7 @@ func decode(r io.Reader) (*splat.Gaussians, Info, error) {
 	}
 	for i := 0; i < n; i++ {
 		var q [4]float64
-		if version == 3 {
+		if info.Version >= 3 {
 			q = unpackSmallest3([4]byte(rots[4*i : 4*i+4]))
 		} else {
 			q = unpackFirst3([3]byte(rots[3*i : 3*i+3]))
@@ -167,14 +201,16 @@ func decode(r io.Reader) (*splat.Gaussians, Info, error) {
 		wq := fromRUB(q)
 		copy(g.Quats[4*i:4*i+4], wq[:])
 	}
+	k := shDims(deg)
+	keep := shDims(min(deg, splat.MaxSHDegree))
 	for i := 0; i < n; i++ {
 		src := shs[i*3*k : (i+1)*3*k]
 		dst := g.SH[i*splat.SHCoeffs*3 : (i+1)*splat.SHCoeffs*3]
-		for j := 1; j <= k; j++ {
+		for j := 1; j <= keep; j++ {
 			for c := 0; c < 3; c++ {
 				dst[j*3+c] = shSign[j] * decodeSH(src[(j-1)*3+c])
 			}
 		}
 	}
-	return g, info, nil
+	return g
 }

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 	"github.com/rlxsplat/rlxsplat/internal/splattest"
 )
@@ -19,7 +21,7 @@ import (
 // encoding states (boundsFor), coefficients above the degree as zero, and
 // the header as written.
 func TestRoundTrip(t *testing.T) {
-	for _, version := range []int{2, 3} {
+	for _, version := range []int{2, 3, 4} {
 		for deg := 0; deg <= splat.MaxSHDegree; deg++ {
 			for _, aa := range []bool{false, true} {
 				o := Options{SHDegree: deg, Antialiased: aa, Version: version}
@@ -71,7 +73,7 @@ func TestPayloadGolden(t *testing.T) {
 	sh1[1*3+0] = 0.5
 	sh1[3*3+2] = 0.25
 
-	payload := gunzip(t, encodeBytes(t, g, Options{SHDegree: 1, Antialiased: true}))
+	payload := gunzip(t, encodeBytes(t, g, Options{SHDegree: 1, Antialiased: true, Version: 3}))
 	want := []byte{
 		'N', 'G', 'S', 'P', 3, 0, 0, 0, 2, 0, 0, 0, 1, 12, FlagAntialiased, 0, // header
 		0x00, 0x10, 0x00, 0x00, 0xE0, 0xFF, 0x00, 0x30, 0x00, // positions, splat 0
@@ -96,7 +98,7 @@ func TestHeaderGolden(t *testing.T) {
 		o    Options
 		want []byte
 	}{
-		{Options{}, []byte{0x4e, 0x47, 0x53, 0x50, 3, 0, 0, 0, 0, 0, 0, 0, 0, 12, 0, 0}},
+		{Options{Version: 3}, []byte{0x4e, 0x47, 0x53, 0x50, 3, 0, 0, 0, 0, 0, 0, 0, 0, 12, 0, 0}},
 		{Options{Version: 2, SHDegree: 3, Antialiased: true}, []byte{0x4e, 0x47, 0x53, 0x50, 2, 0, 0, 0, 0, 0, 0, 0, 3, 12, 1, 0}},
 	} {
 		got := gunzip(t, encodeBytes(t, splat.New(0), tc.o))
@@ -114,7 +116,7 @@ func TestDegrees(t *testing.T) {
 	const n = 7
 	g := randomScene(sceneSeed, n, 3)
 	for deg, k := range []int{0, 3, 8, 15} {
-		data := encodeBytes(t, g, Options{SHDegree: deg})
+		data := encodeBytes(t, g, Options{SHDegree: deg, Version: 3})
 		if got, want := len(gunzip(t, data)), HeaderSize+n*(20+3*k); got != want {
 			t.Errorf("degree %d: payload %d bytes, want %d", deg, got, want)
 		}
@@ -175,7 +177,7 @@ func TestWriterAxes(t *testing.T) {
 			g.SH[k*3+c] = float32(c+1) / 8 // 16, 32, 48 /128: multiples of 16
 		}
 	}
-	p := gunzip(t, encodeBytes(t, g, Options{SHDegree: 3}))
+	p := gunzip(t, encodeBytes(t, g, Options{SHDegree: 3, Version: 3}))
 	fixed := func(b []byte) float64 {
 		return float64(int32(uint32(b[0])<<8|uint32(b[1])<<16|uint32(b[2])<<24)>>8) / 4096
 	}
@@ -215,7 +217,7 @@ func TestWriteErrors(t *testing.T) {
 		{"zero quaternion", func(g *splat.Gaussians) { copy(g.Quats[8:12], []float32{0, 0, 0, 0}) }, Options{}, "splat 2: quaternion"},
 		{"far", func(g *splat.Gaussians) { g.Means[5] = 1e7 }, Options{}, "splat 1: position z = 1e+07"},
 		{"degree 4", func(*splat.Gaussians) {}, Options{SHDegree: 4}, "SH degree 4"},
-		{"version 1", func(*splat.Gaussians) {}, Options{Version: 1}, "version 1, want 2 or 3"},
+		{"version 1", func(*splat.Gaussians) {}, Options{Version: 1}, "version 1, want 2, 3 or 4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := randomScene(sceneSeed, 3, 0)
@@ -256,7 +258,7 @@ func TestWriteFileReplaces(t *testing.T) {
 // TestReadErrors corrupts a good file in each way the reader checks and
 // wants an error naming the file, the byte offset and the problem.
 func TestReadErrors(t *testing.T) {
-	good := gunzip(t, encodeBytes(t, randomScene(sceneSeed, 2, 1), Options{SHDegree: 1}))
+	good := gunzip(t, encodeBytes(t, randomScene(sceneSeed, 2, 1), Options{SHDegree: 1, Version: 3}))
 	edit := func(f func(p []byte) []byte) []byte {
 		return gzipBytes(t, f(append([]byte(nil), good...)))
 	}
@@ -271,12 +273,13 @@ func TestReadErrors(t *testing.T) {
 		data []byte
 		want string
 	}{
-		{"not gzip", good, "not a gzip stream"},
+		{"not gzip", good[4:], "neither an NGSP header (version 4) nor a gzip stream"},
+		{"uncompressed v3", good, "byte offset 4: version 3 in an uncompressed NGSP header"},
 		{"empty", gzipBytes(t, nil), "byte offset 0: header: stream ends after 0 of 16 bytes"},
 		{"magic", edit(put32(0, 0x12345678)), "byte offset 0: magic 0x12345678"},
 		{"version 1", edit(put32(4, 1)), "byte offset 4: version 1 (float16 positions) is not supported"},
-		{"version 4", edit(put32(4, 4)), "byte offset 4: version 4, want 2 or 3"},
-		{"degree 4", edit(set(12, 4)), "byte offset 12: SH degree 4"},
+		{"version 4", edit(put32(4, 4)), "byte offset 4: version 4 in a gzipped file, want 2 or 3"},
+		{"degree 5", edit(set(12, 5)), "byte offset 12: SH degree 5"},
 		{"fractional bits", edit(set(13, 24)), "byte offset 13: 24 fractional bits"},
 		{"extensions", edit(set(14, 3)), "byte offset 14: flags 0x03: unknown bits 0x02"},
 		{"reserved", edit(set(15, 1)), "byte offset 15: reserved byte is 1"},
@@ -296,5 +299,85 @@ func TestReadErrors(t *testing.T) {
 				t.Fatalf("error %v, want one with %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestReadErrorsV4 corrupts a good version 4 file in each way the reader
+// checks and wants an error naming the file, the byte offset and the
+// problem.
+func TestReadErrorsV4(t *testing.T) {
+	good := encodeBytes(t, randomScene(sceneSeed, 2, 1), Options{SHDegree: 1, Version: 4})
+	edit := func(f func(p []byte) []byte) []byte { return f(append([]byte(nil), good...)) }
+	put32 := func(off int, v uint32) func(p []byte) []byte {
+		return func(p []byte) []byte { binary.LittleEndian.PutUint32(p[off:], v); return p }
+	}
+	set := func(off int, v byte) func(p []byte) []byte {
+		return func(p []byte) []byte { p[off] = v; return p }
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"short", good[:20], "byte offset 20: file ends inside the 32-byte header"},
+		{"version 5", edit(put32(4, 5)), "byte offset 4: version 5 in an uncompressed NGSP header"},
+		{"degree 5", edit(set(12, 5)), "byte offset 12: SH degree 5"},
+		{"fractional bits", edit(set(13, 30)), "byte offset 13: 30 fractional bits"},
+		{"flags", edit(set(14, 4)), "byte offset 14: flags 0x04"},
+		{"stream count", edit(set(15, 5)), "byte offset 15: 5 streams, want 6"},
+		{"reserved", edit(set(25, 1)), "byte offset 25: reserved byte is 1"},
+		{"toc offset", edit(put32(16, 40)), "byte offset 16: table of contents at byte 40"},
+		{"absurd count", edit(put32(8, 1<<30)), "points cannot fit in a"},
+		{"count mismatch", edit(put32(8, 3)), "byte offset 40: stream 0 (positions) holds 18 bytes, want 27"},
+		{"truncated", good[:len(good)-1], "runs past the end of the file"},
+		{"trailing", append(append([]byte(nil), good...), 0), "1 bytes after the last stream"},
+		{"corrupt stream", edit(func(p []byte) []byte { p[32+6*16+4] ^= 0xff; return p }), "stream 0 (positions)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := Read(bytes.NewReader(tc.data), "bad.spz")
+			if err == nil || !strings.HasPrefix(err.Error(), "spz: bad.spz: ") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestScaleClampWarns: log scales beyond what the byte holds are clamped
+// with one warning giving their count; scales within it give none.
+func TestScaleClampWarns(t *testing.T) {
+	g := randomScene(sceneSeed, 10, 0)
+	for j := range g.LogScales {
+		g.LogScales[j] = -3
+	}
+	var msgs []string
+	warn := func(m string) { msgs = append(msgs, m) }
+	if err := Write(io.Discard, g, Options{Warn: warn}); err != nil || len(msgs) != 0 {
+		t.Fatalf("in range: %v, warnings %q", err, msgs)
+	}
+	g.LogScales[0], g.LogScales[4], g.LogScales[29] = -12, 7, -30
+	if err := Write(io.Discard, g, Options{Warn: warn}); err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 1 || !strings.HasPrefix(msgs[0], "3 of 30 log scales") {
+		t.Fatalf("warnings %q, want one counting 3 of 30", msgs)
+	}
+}
+
+// TestReadSharedV4 reads Niantic-format version 4 fixture written by
+// another tool: every splat valid and unit rotations.
+func TestReadSharedV4(t *testing.T) {
+	path, ok := sharedtest.Find("fixtures/spz/biker.spz")
+	if !ok {
+		t.Skip("shared fixture fixtures/spz/biker.spz is absent (expected at ../shared/fixtures/spz/biker.spz from the repository root)")
+	}
+	g, info, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Version != 4 || info.Count != 152746 || g.Len() != info.Count {
+		t.Fatalf("info %+v, %d splats", info, g.Len())
+	}
+	if err := g.Validate(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -21,10 +21,18 @@ type Options struct {
 	// Antialiased sets flag 0x1: the scene was trained with the
 	// Mip-Splatting 2D filter (config model.antialiased).
 	Antialiased bool
-	// Version is 3 (the default when 0) or 2, whose rotations are coarser
-	// but which older viewers read.
+	// Version is 4 (the default when 0: what Niantic's reference library
+	// writes), 3 (gzip, read by viewers that predate 4) or 2 (gzip, coarser
+	// rotations, for the oldest viewers).
 	Version int
+	// Warn, when set, receives one message when log scales fall outside
+	// the [−10, 5.9375] the scale byte holds and are clamped, with their
+	// count.
+	Warn func(msg string)
 }
+
+// DefaultVersion is the version Write writes when Options.Version is 0.
+const DefaultVersion = 4
 
 // Write writes g as SPZ to w. g must pass g.Validate(). Positions use 12
 // fractional bits, or fewer when the scene reaches beyond ±2048 units
@@ -63,39 +71,66 @@ func fractionalBits(means []float32) (int, error) {
 	return 0, fmt.Errorf("splat %d: position %c = %g is beyond the ±%d units a 24-bit fixed-point coordinate holds", at/3, "xyz"[at%3], means[at], maxFixed)
 }
 
+// packed is a scene quantised to the format's arrays, before compression.
+type packed struct {
+	hdr                                   [HeaderSize]byte // the legacy header
+	pos, alphas, colors, scales, rots, sh []byte
+}
+
 // encode is Write without the package prefix on its errors.
 func encode(w io.Writer, g *splat.Gaussians, o Options) error {
 	version := o.Version
 	if version == 0 {
-		version = 3
+		version = DefaultVersion
 	}
-	if version != 2 && version != 3 {
-		return fmt.Errorf("version %d, want 2 or 3", o.Version)
+	if version < 2 || version > 4 {
+		return fmt.Errorf("version %d, want 2, 3 or 4", o.Version)
 	}
+	p, err := pack(g, o, version)
+	if err != nil {
+		return err
+	}
+	if version == 4 {
+		return writeNGSP(w, p)
+	}
+	zw := gzip.NewWriter(w)
+	bw := bufio.NewWriterSize(zw, 1<<16)
+	for _, b := range [][]byte{p.hdr[:], p.pos, p.alphas, p.colors, p.scales, p.rots, p.sh} {
+		bw.Write(b) // bufio keeps the first error; Flush reports it.
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	return zw.Close()
+}
+
+// pack checks g and quantises it to the arrays of the given version.
+func pack(g *splat.Gaussians, o Options, version int) (*packed, error) {
 	if o.SHDegree < 0 || o.SHDegree > splat.MaxSHDegree {
-		return fmt.Errorf("SH degree %d, want 0..%d", o.SHDegree, splat.MaxSHDegree)
+		return nil, fmt.Errorf("SH degree %d, want 0..%d", o.SHDegree, splat.MaxSHDegree)
 	}
 	if err := g.Validate(); err != nil {
-		return err
+		return nil, err
 	}
 	n := g.Len()
 	if uint64(n) > math.MaxUint32 {
-		return fmt.Errorf("%d splats, the header holds at most %d", n, uint32(math.MaxUint32))
+		return nil, fmt.Errorf("%d splats, the header holds at most %d", n, uint32(math.MaxUint32))
 	}
 	fb, err := fractionalBits(g.Means)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Check every rotation before writing anything, so a bad scene leaves
 	// no half-written stream behind in w.
 	for i := 0; i < n; i++ {
 		q := g.Quats[4*i : 4*i+4]
 		if _, ok := toRUB(q[0], q[1], q[2], q[3]); !ok {
-			return fmt.Errorf("splat %d: quaternion (%g, %g, %g, %g) cannot be normalised", i, q[0], q[1], q[2], q[3])
+			return nil, fmt.Errorf("splat %d: quaternion (%g, %g, %g, %g) cannot be normalised", i, q[0], q[1], q[2], q[3])
 		}
 	}
 
-	var hdr [HeaderSize]byte
+	p := &packed{}
+	hdr := &p.hdr
 	binary.LittleEndian.PutUint32(hdr[0:], Magic)
 	binary.LittleEndian.PutUint32(hdr[4:], uint32(version))
 	binary.LittleEndian.PutUint32(hdr[8:], uint32(n))
@@ -105,38 +140,51 @@ func encode(w io.Writer, g *splat.Gaussians, o Options) error {
 		hdr[14] = FlagAntialiased
 	}
 
-	zw := gzip.NewWriter(w)
-	bw := bufio.NewWriterSize(zw, 1<<16)
-	bw.Write(hdr[:]) // bufio keeps the first error; Flush reports it.
-
 	// Positions: 24-bit two's complement little-endian, RDF → RUB.
+	p.pos = make([]byte, 0, 9*n)
 	scale := float64(int(1) << fb)
 	for j, v := range g.Means {
 		f := int32(math.Round(float64(posSign[j%3]*v) * scale))
-		bw.Write([]byte{byte(f), byte(f >> 8), byte(f >> 16)})
+		p.pos = append(p.pos, byte(f), byte(f>>8), byte(f>>16))
 	}
-	for _, l := range g.OpacityLogits {
-		bw.WriteByte(quant.AlphaByte(l))
+	p.alphas = make([]byte, n)
+	for i, l := range g.OpacityLogits {
+		p.alphas[i] = quant.AlphaByte(l)
 	}
+	p.colors = make([]byte, 0, 3*n)
 	for i := 0; i < n; i++ {
 		dc := g.SH[i*splat.SHCoeffs*3 : i*splat.SHCoeffs*3+3]
-		bw.Write([]byte{encodeColor(dc[0]), encodeColor(dc[1]), encodeColor(dc[2])})
+		p.colors = append(p.colors, encodeColor(dc[0]), encodeColor(dc[1]), encodeColor(dc[2]))
 	}
-	for _, s := range g.LogScales {
-		bw.WriteByte(encodeScale(s))
+	p.scales = make([]byte, len(g.LogScales))
+	clamped := 0
+	for j, s := range g.LogScales {
+		if s < minLogScale || s > maxLogScale {
+			clamped++
+		}
+		p.scales[j] = encodeScale(s)
 	}
+	if clamped > 0 && o.Warn != nil {
+		o.Warn(fmt.Sprintf("%d of %d log scales lie outside the [%g, %g] an SPZ scale byte holds and were clamped to it", clamped, len(g.LogScales), minLogScale, maxLogScale))
+	}
+	rotBytes := 4
+	if version == 2 {
+		rotBytes = 3
+	}
+	p.rots = make([]byte, 0, rotBytes*n)
 	for i := 0; i < n; i++ {
 		q := g.Quats[4*i : 4*i+4]
 		r, _ := toRUB(q[0], q[1], q[2], q[3])
-		if version == 3 {
-			b := packSmallest3(r)
-			bw.Write(b[:])
-		} else {
+		if version == 2 {
 			b := packFirst3(r)
-			bw.Write(b[:])
+			p.rots = append(p.rots, b[:]...)
+		} else {
+			b := packSmallest3(r)
+			p.rots = append(p.rots, b[:]...)
 		}
 	}
 	k := shDims(o.SHDegree)
+	p.sh = make([]byte, 0, 3*k*n)
 	for i := 0; i < n; i++ {
 		sh := g.SH[i*splat.SHCoeffs*3 : (i+1)*splat.SHCoeffs*3]
 		for j := 1; j <= k; j++ {
@@ -145,12 +193,9 @@ func encode(w io.Writer, g *splat.Gaussians, o Options) error {
 				bucket = sh1Bucket
 			}
 			for c := 0; c < 3; c++ {
-				bw.WriteByte(encodeSH(shSign[j]*sh[j*3+c], bucket))
+				p.sh = append(p.sh, encodeSH(shSign[j]*sh[j*3+c], bucket))
 			}
 		}
 	}
-	if err := bw.Flush(); err != nil {
-		return err
-	}
-	return zw.Close()
+	return p, nil
 }
