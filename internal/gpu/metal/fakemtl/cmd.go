@@ -322,4 +322,3 @@ func (e *blit) CopyFromBuffer(src mtl.Buffer, srcOff uint64, dst mtl.Buffer, dst
 		return nil
 	})
 }
-
