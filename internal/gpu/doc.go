@@ -1,8 +1,9 @@
 // Package gpu is rlxsplat's device layer: a few verbs over one GPU (alloc/free, upload/
 // download/memset, compile → module → kernel, launch, sync, events, graph capture, close) with
 // typed handles, and Open, which picks a backend: "cuda" (Linux; libcuda + NVRTC loaded with
-// purego, no cgo), "metal" (macOS; Metal.framework through purego's objc; untested skeleton)
-// or "auto" (the first that opens).
+// purego, no cgo), "metal" (macOS; Metal.framework through purego's objc; its host code is
+// tested on Linux over a fake Metal runtime and has not yet run on Apple hardware) or "auto"
+// (the first that opens).
 //
 // Errors: with no GPU or no driver, Open returns an error for which errors.Is(err,
 // ErrNoDevice) holds (ErrNoDriver is a kind of ErrNoDevice), which is what `device: auto` uses

@@ -9,10 +9,8 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/gpu/driver"
 )
 
-// Device is never created on this OS; the type exists so that callers compile everywhere.
-type Device struct{ driver.Device }
-
-// Open reports that Metal exists only on Apple systems.
+// Open reports that Metal exists only on Apple systems. (New runs the backend over any
+// mtl.Runtime, such as internal/gpu/metal/fakemtl's, on every OS.)
 func Open(opts driver.Options) (*Device, error) {
 	return nil, fmt.Errorf("metal: Metal is only available on macOS, not %s: %w", runtime.GOOS, driver.ErrNoDevice)
 }
