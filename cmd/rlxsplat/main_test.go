@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rlxsplat/rlxsplat/internal/app"
 	"github.com/rlxsplat/rlxsplat/internal/config"
 	"github.com/rlxsplat/rlxsplat/internal/io/ply"
 	"github.com/rlxsplat/rlxsplat/internal/io/spz"
@@ -53,7 +54,7 @@ func TestTrainFlags(t *testing.T) {
 		}},
 		{name: "fast preset and flags", args: []string{"--config", "fast", "--data", "d", "--downscale", "2", "--render", "ray", "--out", "o"},
 			check: func(t *testing.T, _ *trainOptions, c *config.Config) {
-				if c.Train.Iterations != 7000 || c.Data.Dir != "d" || c.Data.Downscale != 2 || c.Model.Render != config.RenderRay || c.Output.Dir != "o" {
+				if c.Train.Iterations != 7000 || !filepath.IsAbs(c.Data.Dir) || filepath.Base(c.Data.Dir) != "d" || c.Data.Downscale != 2 || c.Model.Render != config.RenderRay || c.Output.Dir != "o" {
 					t.Errorf("got %+v %+v %+v", c.Train, c.Data, c.Model)
 				}
 			}},
@@ -105,6 +106,59 @@ func TestTrainFlags(t *testing.T) {
 	}
 }
 
+// An --out that holds an earlier run is refused, and --force replaces that run.
+func TestTrainOutHoldsRun(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"train", "--iterations", "2", "--threads", "1", "--device", "cpu", "--out", dir}
+	s, _, errb := testStreams()
+	if code := run(args, s); code != exitOK {
+		t.Fatalf("first run: exit %d: %s", code, errb.String())
+	}
+	s, _, errb = testStreams()
+	if code := run(args, s); code != exitUsage || !strings.Contains(errb.String(), "holds an earlier run") {
+		t.Fatalf("second run into the same --out: exit %d, stderr %q", code, errb.String())
+	}
+	// A stale checkpoint of the earlier run must not survive --force.
+	stale := filepath.Join(dir, "checkpoints", "step-99999.ckpt")
+	if err := os.WriteFile(stale, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, _, errb = testStreams()
+	if code := run(append(args, "--force"), s); code != exitOK {
+		t.Fatalf("--force: exit %d: %s", code, errb.String())
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("--force left the earlier run's %s (%v)", stale, err)
+	}
+}
+
+// --version names the Go version and the GPU backends; completion offers the values of
+// --device, --render and --config.
+func TestVersionAndCompletion(t *testing.T) {
+	s, out, _ := testStreams()
+	if code := run([]string{"--version"}, s); code != exitOK || !strings.Contains(out.String(), "go1.") || !strings.Contains(out.String(), "GPU backends: cuda") {
+		t.Fatalf("--version: exit %d, %q", code, out.String())
+	}
+	for _, tt := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"__complete", "train", "--device", ""}, []string{"auto", "cpu", "cuda"}},
+		{[]string{"__complete", "render", "--render", ""}, []string{"ewa", "ray"}},
+		{[]string{"__complete", "bench", "--config", ""}, []string{"default", "demo", "fast"}},
+	} {
+		s, out, errb := testStreams()
+		if code := run(tt.args, s); code != exitOK {
+			t.Fatalf("%v: exit %d: %s", tt.args, code, errb.String())
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(out.String(), w+"\n") {
+				t.Errorf("%v: %q lacks %q", tt.args, out.String(), w)
+			}
+		}
+	}
+}
+
 // Exit codes and messages of whole invocations.
 func TestExitCodes(t *testing.T) {
 	tests := []struct {
@@ -119,6 +173,20 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"parity", "--break", "colour"}, exitUsage, "--break", ""},
 		{[]string{"train", "--data", "/nonexistent/scene", "--iterations", "1"}, exitError, "/nonexistent/scene", ""},
 		{[]string{"bench", "--steps", "0"}, exitUsage, "--steps", ""},
+		{[]string{"train", "extra"}, exitUsage, "rlxsplat train: unknown command", ""},
+		{[]string{"train", "--iterations", "x"}, exitUsage, `invalid argument "x" for "--iterations"`, ""},
+		{[]string{"train", "--device", "metal"}, exitUsage, "not one of auto, cpu, cuda", ""},
+		{[]string{"render", "--ckpt", "/nonexistent/a.ckpt"}, exitError, "rlxsplat render: ckpt: open /nonexistent/a.ckpt", ""},
+	}
+	// --device cuda without a GPU fails before any data loads (the dataset here does not
+	// exist, and the error is about the device), with the hint and its own exit code.
+	if app.CheckDevice(&config.Config{Train: config.Train{Device: config.DeviceCUDA}}) != nil {
+		tests = append(tests, struct {
+			args    []string
+			code    int
+			wantErr string
+			wantOut string
+		}{[]string{"train", "--device", "cuda", "--data", "/nonexistent/scene"}, exitDevice, "--device cpu", ""})
 	}
 	for _, tt := range tests {
 		s, out, errb := testStreams()

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -19,6 +21,8 @@ type trainOptions struct {
 	profile string
 	// demo is set when the demo preset was chosen because no data and no config were given.
 	demo bool
+	// force replaces an earlier run in the output directory.
+	force bool
 }
 
 func newTrainCmd(s *streams, runF func(*trainOptions, *config.Config) error) *cobra.Command {
@@ -51,7 +55,7 @@ With neither --data nor --config it trains the built-in demo scene with the
 	addConfigFlags(fs, &o.cf)
 	o.cf.bindKey(fs, "data", "data.dir", "dataset directory")
 	o.cf.bindKey(fs, "out", "output.dir", "output directory")
-	o.cf.bindKey(fs, "device", "train.device", "device: cpu, cuda or auto")
+	o.cf.bindKey(fs, "device", "train.device", deviceHelp())
 	o.cf.bindKey(fs, "downscale", "data.downscale", "divide the image size by N (0 = auto above data.max_width)")
 	o.cf.bindKey(fs, "iterations", "train.iterations", "number of steps")
 	o.cf.bindKey(fs, "render", "model.render", "render model: ewa or ray")
@@ -59,6 +63,7 @@ With neither --data nor --config it trains the built-in demo scene with the
 	o.cf.bindKey(fs, "bin-mode", "raster.bin_mode", "tile binning: gpu-conic, gpu-radius-aabb or cpu-conic")
 	fs.StringVar(&o.resume, "resume", "", "resume from a checkpoint (its config is the base; flags still override)")
 	fs.StringVar(&o.profile, "cpuprofile", "", "write a Go CPU profile of the training loop to this file")
+	fs.BoolVar(&o.force, "force", false, "replace the earlier run an --out directory holds (its checkpoints, previews and outputs)")
 	return cmd
 }
 
@@ -84,7 +89,22 @@ func loadTrainConfig(cmd *cobra.Command, o *trainOptions, s *streams) (*config.C
 		o.cf.file = demoPreset
 		o.demo = true
 	}
-	return o.cf.resolved(cmd, s)
+	c, err = o.cf.resolved(cmd, s)
+	if err != nil || c == nil {
+		return c, err
+	}
+	// Paths are stored absolute in config.yaml and the checkpoints, so that `render --ckpt`
+	// and `--resume` work from any directory.
+	for _, p := range []*string{&c.Data.Dir, &c.Init.PointsFrom} {
+		if *p != "" {
+			abs, err := filepath.Abs(*p)
+			if err != nil {
+				return nil, fmt.Errorf("train: %s: %w", *p, err)
+			}
+			*p = abs
+		}
+	}
+	return c, nil
 }
 
 // demoPreset is the embedded preset `train` uses with neither --data nor --config.
@@ -92,6 +112,11 @@ const demoPreset = "demo"
 
 func runTrain(cmd *cobra.Command, o *trainOptions, c *config.Config, s *streams) error {
 	notice := func(msg string) { fmt.Fprintln(s.Err, "rlxsplat:", msg) }
+	if o.resume == "" {
+		if err := claimOutDir(c.Output.Dir, o.force, notice); err != nil {
+			return err
+		}
+	}
 	if o.demo {
 		notice(fmt.Sprintf("no --data: training the built-in demo scene with the %q preset (%d steps)", demoPreset, c.Train.Iterations))
 	}
@@ -162,6 +187,38 @@ func runTrain(cmd *cobra.Command, o *trainOptions, c *config.Config, s *streams)
 			"and make one from your own photos with\n"+
 			"  rlxsplat convert PHOTOS_DIR --out DIR\n")
 	}
+	return nil
+}
+
+// runFiles are what a run writes into its output directory (point_cloud.* covers every
+// configured format); an earlier run is recognised by them and --force removes only them.
+var runFiles = []string{"config.yaml", "metrics.jsonl", "checkpoints", "previews", "point_cloud.*", "training_curve.png"}
+
+// claimOutDir refuses an output directory that holds an earlier run, so that its
+// checkpoints are never mixed with the new run's (a later --resume of "the latest" would
+// pick the wrong one), unless force says to remove that run's files first.
+func claimOutDir(dir string, force bool, notice func(string)) error {
+	var found []string
+	for _, pat := range runFiles {
+		m, err := filepath.Glob(filepath.Join(dir, pat))
+		if err != nil {
+			return fmt.Errorf("train: %s: %w", dir, err)
+		}
+		found = append(found, m...)
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	if !force {
+		return usageError{fmt.Errorf("train: --out %s holds an earlier run (%s): give another --out, --resume one of its checkpoints to continue it, or --force to replace it",
+			dir, filepath.Base(found[0]))}
+	}
+	for _, f := range found {
+		if err := os.RemoveAll(f); err != nil {
+			return fmt.Errorf("train: --force: %w", err)
+		}
+	}
+	notice(fmt.Sprintf("--force: removed the earlier run in %s", dir))
 	return nil
 }
 
