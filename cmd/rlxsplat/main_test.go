@@ -114,6 +114,10 @@ func TestTrainOutHoldsRun(t *testing.T) {
 	if code := run(args, s); code != exitOK {
 		t.Fatalf("first run: exit %d: %s", code, errb.String())
 	}
+	// Off a terminal (these streams are not one) there is no progress bar to redraw.
+	if strings.Contains(errb.String(), "\r") || !strings.Contains(errb.String(), "step 2/2: loss") {
+		t.Errorf("stderr off a terminal: %q, want plain progress lines", errb.String())
+	}
 	s, _, errb = testStreams()
 	if code := run(args, s); code != exitUsage || !strings.Contains(errb.String(), "holds an earlier run") {
 		t.Fatalf("second run into the same --out: exit %d, stderr %q", code, errb.String())

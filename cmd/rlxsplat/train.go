@@ -223,10 +223,16 @@ func claimOutDir(dir string, force bool, notice func(string)) error {
 }
 
 // stepBar turns trainer events into a progress bar and one-line reports.
+// Off a terminal (logs, CI) it writes no bar, which would fill the log with carriage
+// returns: a plain progress line at most every plainEvery instead, and the reports.
 type stepBar struct {
-	s   *streams
-	bar *progressbar.ProgressBar
+	s    *streams
+	bar  *progressbar.ProgressBar // nil off a terminal
+	last time.Time                // when the last plain line was written
 }
+
+// plainEvery spaces the plain progress lines written off a terminal.
+const plainEvery = 10 * time.Second
 
 func newStepBar(s *streams, total, done int) *stepBar {
 	opts := []progressbar.Option{
@@ -239,8 +245,7 @@ func newStepBar(s *streams, total, done int) *stepBar {
 		progressbar.OptionOnCompletion(func() { fmt.Fprintln(s.Err) }),
 	}
 	if !s.TTY {
-		// Not a terminal (CI logs): redraw rarely so the log stays readable.
-		opts = append(opts, progressbar.OptionThrottle(20*time.Second))
+		return &stepBar{s: s, last: time.Now()}
 	}
 	b := progressbar.NewOptions(total, opts...)
 	if done > 0 {
@@ -252,6 +257,14 @@ func newStepBar(s *streams, total, done int) *stepBar {
 func (b *stepBar) event(ev train.Event) {
 	switch e := ev.(type) {
 	case train.Progress:
+		if b.bar == nil {
+			if time.Since(b.last) >= plainEvery || e.Step == e.Total {
+				b.last = time.Now()
+				fmt.Fprintf(b.s.Err, "rlxsplat: step %d/%d: loss %.4f, PSNR %.2f, %d Gaussians, %.1f steps/s\n",
+					e.Step, e.Total, e.Loss, e.PSNR, e.Gaussians, e.StepsPerSec)
+			}
+			return
+		}
 		b.bar.Describe(fmt.Sprintf("loss %.4f  PSNR %5.2f  %7d Gaussians  %5.1f steps/s", e.Loss, e.PSNR, e.Gaussians, e.StepsPerSec))
 		b.bar.Set(e.Step)
 	case train.Evaluated:
@@ -266,8 +279,14 @@ func (b *stepBar) event(ev train.Event) {
 }
 
 func (b *stepBar) println(msg string) {
-	b.bar.Clear()
+	if b.bar != nil {
+		b.bar.Clear()
+	}
 	fmt.Fprintln(b.s.Err, "rlxsplat:", msg)
 }
 
-func (b *stepBar) finish() { b.bar.Exit() }
+func (b *stepBar) finish() {
+	if b.bar != nil {
+		b.bar.Exit()
+	}
+}
