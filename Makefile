@@ -57,9 +57,9 @@ fuzz:
 		done; \
 	done
 
-## demo: train the built-in demo scene with the fast config
+## demo: train the built-in demo scene with its preset (configs/demo.yaml)
 demo: build
-	$(BIN) train --config fast --out out/demo
+	$(BIN) train --out out/demo
 
 ## bench: CPU step timings on the demo scene, and the Go benchmarks
 bench: build

@@ -80,7 +80,7 @@ reaches less than a quarter of both).`,
 	addConfigFlags(fs, &o.cf)
 	o.cf.bindKey(fs, "data", "data.dir", "dataset directory")
 	o.cf.bindKey(fs, "downscale", "data.downscale", "divide the image size by N")
-	o.cf.bindKey(fs, "device", "train.device", "device: cpu, cuda or auto")
+	o.cf.bindKey(fs, "device", "train.device", deviceHelp())
 	o.cf.bindKey(fs, "render", "model.render", "render model: ewa or ray")
 	o.cf.bindKey(fs, "threads", "train.threads", "CPU threads (0 = all cores)")
 	fs.IntVar(&o.steps, "steps", 20, "timed steps")

@@ -71,12 +71,12 @@ by its content; a checkpoint's stored config applies unless --config is given.`,
 	o.cf.bindKey(fs, "data", "data.dir", "dataset directory (cameras and photos)")
 	o.cf.bindKey(fs, "downscale", "data.downscale", "divide the image size by N")
 	o.cf.bindKey(fs, "render", "model.render", "render model: ewa or ray")
-	o.cf.bindKey(fs, "device", "train.device", "device: cpu, cuda or auto")
+	o.cf.bindKey(fs, "device", "train.device", deviceHelp())
 	o.cf.bindKey(fs, "threads", "train.threads", "CPU threads (0 = all cores)")
 	o.sf.add(fs, "scene to render")
 	fs.StringVar(&o.split, "split", "test", "views to render: test, train or all")
 	fs.IntVar(&o.orbit, "orbit", 0, "render N frames on an orbit instead of the dataset's views")
-	fs.StringVar(&o.outDir, "out", "render", "directory for the PNGs")
+	fs.StringVar(&o.outDir, "out", "", "directory for the PNGs (default: render/ beside the --ply, or in the checkpoint's run directory)")
 	return cmd
 }
 
@@ -95,6 +95,9 @@ func runRender(o *renderOptions, c *config.Config, s *streams) error {
 		return err
 	}
 	defer eng.Close()
+	if o.outDir == "" {
+		o.outDir = defaultRenderDir(o.ply, o.ckpt)
+	}
 	if err := os.MkdirAll(o.outDir, 0o755); err != nil {
 		return fmt.Errorf("render: %w", err)
 	}
@@ -150,7 +153,25 @@ func runRender(o *renderOptions, c *config.Config, s *streams) error {
 	}
 	n := float64(len(views))
 	fmt.Fprintf(tw, "mean (%d views)\t%.3f\t%.4f\n", len(views), sumP/n, sumS/n)
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(s.Err, "rlxsplat: wrote %d PNGs to %s\n", len(views), o.outDir)
+	return nil
+}
+
+// defaultRenderDir is where render writes without --out: beside its input rather than in
+// whatever directory the command happens to run from. A checkpoint in a run's checkpoints/
+// renders into that run's directory.
+func defaultRenderDir(ply, ckpt string) string {
+	if ply != "" {
+		return filepath.Join(filepath.Dir(ply), "render")
+	}
+	dir := filepath.Dir(ckpt)
+	if filepath.Base(dir) == "checkpoints" {
+		dir = filepath.Dir(dir)
+	}
+	return filepath.Join(dir, "render")
 }
 
 // metrics returns PSNR and SSIM of a render, clamped to [0,1] as training's evaluation

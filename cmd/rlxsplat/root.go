@@ -14,18 +14,26 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/rlxsplat/rlxsplat/configs"
+	"github.com/rlxsplat/rlxsplat/internal/app"
 	"github.com/rlxsplat/rlxsplat/internal/config"
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 )
 
-// Exit codes.
+// Exit codes, one per kind of failure (listed in the root command's help and the README).
 const (
 	exitOK     = 0
-	exitError  = 1 // the run failed
-	exitUsage  = 2 // bad flags or configuration
-	exitCheck  = 3 // a parity check failed
-	exitCancel = 130
+	exitError  = 1   // the run failed: an input that cannot be read, a write that fails
+	exitUsage  = 2   // bad flags, arguments or configuration, or an --out that holds another run
+	exitCheck  = 3   // a parity check failed
+	exitDevice = 4   // the device asked for cannot be used (no GPU for --device cuda)
+	exitCancel = 130 // interrupted (Ctrl-C or SIGTERM)
 )
+
+// exitCodesHelp documents the exit codes in the root command's help.
+const exitCodesHelp = `Exit status: 0 success; 1 the run failed (an input that cannot be read, a
+failed write); 2 bad flags, arguments or configuration; 3 a parity check
+failed; 4 the device asked for cannot be used; 130 interrupted.`
 
 // streams holds everything a command reads from or writes to the process,
 // so tests can run commands in memory.
@@ -58,26 +66,42 @@ func run(args []string, s *streams) int {
 	defer stop()
 	root := newRootCmd(s)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
+	if cmd == nil {
+		cmd = root
+	}
+	// Errors start with the command the user ran ("rlxsplat render: ..."), whichever
+	// package the failure came from.
+	msg := strings.TrimPrefix(err.Error(), cmd.Name()+": ")
+	fmt.Fprintf(s.Err, "%s: %s\n", cmd.CommandPath(), msg)
 	var ce checkError
 	var ue usageError
 	switch {
 	case errors.As(err, &ce):
-		fmt.Fprintln(s.Err, "rlxsplat:", err)
 		return exitCheck
 	case errors.Is(err, context.Canceled):
-		fmt.Fprintln(s.Err, "rlxsplat:", err)
 		return exitCancel
+	case errors.Is(err, app.ErrNoGPU):
+		fmt.Fprintln(s.Err, "Hint: run on the CPU with --device cpu, or --device auto to use a GPU only when one works.")
+		return exitDevice
 	case errors.As(err, &ue) || errors.Is(err, config.ErrInvalid):
-		fmt.Fprintln(s.Err, "rlxsplat:", err)
-		fmt.Fprintln(s.Err, "Run 'rlxsplat --help' for usage; configs/default.yaml documents every key.")
+		fmt.Fprintf(s.Err, "Run '%s --help' for usage; configs/default.yaml documents every key.\n", cmd.CommandPath())
 		return exitUsage
 	default:
-		fmt.Fprintln(s.Err, "rlxsplat:", err)
 		return exitError
+	}
+}
+
+// usageArgs wraps a positional-argument check so that its failure exits as a usage error.
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return usageError{err}
+		}
+		return nil
 	}
 }
 
@@ -87,7 +111,10 @@ func newRootCmd(s *streams) *cobra.Command {
 		Short: "Train 3D Gaussian Splatting scenes on the GPU or the CPU",
 		Long: `rlxsplat trains 3D Gaussian Splatting scenes from COLMAP captures or
 NeRF-style transforms.json sets, writes INRIA-layout PLY files, renders them,
-and checks every gradient against finite differences.`,
+and checks every gradient against finite differences.
+
+` + exitCodesHelp,
+		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -101,8 +128,48 @@ and checks every gradient against finite differences.`,
 	root.SetOut(s.Out)
 	root.SetErr(s.Err)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(newTrainCmd(s, nil), newRenderCmd(s, nil), newExportCmd(s, nil), newBenchCmd(s, nil), newParityCmd(s, nil))
+	for _, c := range root.Commands() {
+		if c.Args == nil {
+			c.Args = cobra.NoArgs
+		}
+		c.Args = usageArgs(c.Args)
+		addCompletions(c)
+	}
 	return root
+}
+
+// deviceHelp is the help text of every --device flag bound to train.device, from the same
+// list the configuration validates against.
+func deviceHelp() string {
+	n := config.DeviceNames()
+	return "device: " + strings.Join(n[:len(n)-1], ", ") + " or " + n[len(n)-1]
+}
+
+// addCompletions gives shell completion the values of the flags that take one of a known
+// set, on every command that has them.
+func addCompletions(c *cobra.Command) {
+	fixed := func(vals ...string) cobra.CompletionFunc {
+		return func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			return vals, cobra.ShellCompDirectiveNoFileComp
+		}
+	}
+	values := map[string]cobra.CompletionFunc{
+		"device":   fixed(config.DeviceNames()...),
+		"render":   fixed(string(config.RenderEWA), string(config.RenderRay)),
+		"bin-mode": fixed(string(config.BinGPUConic), string(config.BinGPURadiusAABB), string(config.BinCPUConic)),
+		"split":    fixed("test", "train", "all"),
+		// A preset name or a YAML file: the presets, then the shell's own file completion.
+		"config": func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			return configs.Names(), cobra.ShellCompDirectiveDefault
+		},
+	}
+	for name, f := range values {
+		if c.Flags().Lookup(name) != nil {
+			_ = c.RegisterFlagCompletionFunc(name, f)
+		}
+	}
 }
 
 // envValue is the last value of key in env (KEY=VALUE entries), trimmed; "" when unset.
@@ -138,9 +205,22 @@ func addConfigFlags(fs *pflag.FlagSet, cf *configFlags) {
 
 // bindKey declares a flag that sets a config key; its help shows the
 // default from configs/default.yaml (the one source of defaults).
+// The flag has the key's type, so that help says `--iterations int` and pflag rejects
+// "--iterations x" itself; its own zero default is never used (only flags the user set
+// reach the configuration), so help shows the configuration's default in the text.
 func (cf *configFlags) bindKey(fs *pflag.FlagSet, name, key, usage string) {
 	cf.keyOf[name] = key
-	fs.String(name, "", fmt.Sprintf("%s (config %s, default %s)", usage, key, config.Default(key)))
+	usage = fmt.Sprintf("%s (config %s, default %s)", usage, key, config.Default(key))
+	switch config.Type(key) {
+	case "int":
+		fs.Int(name, 0, usage)
+	case "float":
+		fs.Float64(name, 0, usage)
+	case "bool":
+		fs.Bool(name, false, usage)
+	default:
+		fs.String(name, "", usage)
+	}
 }
 
 // resolved loads the configuration and handles --print-config: it returns
@@ -148,11 +228,18 @@ func (cf *configFlags) bindKey(fs *pflag.FlagSet, name, key, usage string) {
 // nothing more to do.
 func (cf *configFlags) resolved(cmd *cobra.Command, s *streams) (*config.Config, error) {
 	c, err := cf.load(cmd.Flags(), s)
-	if err != nil || !cf.printConfig {
-		return c, err
+	if err != nil {
+		return nil, err
 	}
-	fmt.Fprint(s.Out, c.Describe())
-	return nil, nil
+	if cf.printConfig {
+		fmt.Fprint(s.Out, c.Describe())
+		return nil, nil
+	}
+	// A required GPU that is not there fails now, not after the dataset has loaded.
+	if err := app.CheckDevice(c); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // load resolves the configuration: defaults < --config < env < flags.

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -17,6 +19,10 @@ type trainOptions struct {
 	cf      configFlags
 	resume  string
 	profile string
+	// demo is set when the demo preset was chosen because no data and no config were given.
+	demo bool
+	// force replaces an earlier run in the output directory.
+	force bool
 }
 
 func newTrainCmd(s *streams, runF func(*trainOptions, *config.Config) error) *cobra.Command {
@@ -26,7 +32,10 @@ func newTrainCmd(s *streams, runF func(*trainOptions, *config.Config) error) *co
 		Short: "Train a scene (the built-in demo scene when no --data is given)",
 		Long: `Train fits Gaussians to a capture: a COLMAP folder (images/ + sparse/0)
 or a transforms.json set. It writes out/config.yaml, metrics.jsonl, previews/,
-checkpoints/, point_cloud.ply and training_curve.png.`,
+checkpoints/, point_cloud.ply and training_curve.png.
+
+With neither --data nor --config it trains the built-in demo scene with the
+"demo" preset (configs/demo.yaml: 1000 steps, under a minute on two CPU cores).`,
 		Example: `  rlxsplat train                                   # the built-in demo scene
   rlxsplat train --data ../shared/data/duck --config fast --downscale 2
   rlxsplat train --data scene --resume out/checkpoints/step-05000.ckpt`,
@@ -46,7 +55,7 @@ checkpoints/, point_cloud.ply and training_curve.png.`,
 	addConfigFlags(fs, &o.cf)
 	o.cf.bindKey(fs, "data", "data.dir", "dataset directory")
 	o.cf.bindKey(fs, "out", "output.dir", "output directory")
-	o.cf.bindKey(fs, "device", "train.device", "device: cpu, cuda or auto")
+	o.cf.bindKey(fs, "device", "train.device", deviceHelp())
 	o.cf.bindKey(fs, "downscale", "data.downscale", "divide the image size by N (0 = auto above data.max_width)")
 	o.cf.bindKey(fs, "iterations", "train.iterations", "number of steps")
 	o.cf.bindKey(fs, "render", "model.render", "render model: ewa or ray")
@@ -54,6 +63,7 @@ checkpoints/, point_cloud.ply and training_curve.png.`,
 	o.cf.bindKey(fs, "bin-mode", "raster.bin_mode", "tile binning: gpu-conic, gpu-radius-aabb or cpu-conic")
 	fs.StringVar(&o.resume, "resume", "", "resume from a checkpoint (its config is the base; flags still override)")
 	fs.StringVar(&o.profile, "cpuprofile", "", "write a Go CPU profile of the training loop to this file")
+	fs.BoolVar(&o.force, "force", false, "replace the earlier run an --out directory holds (its checkpoints, previews and outputs)")
 	return cmd
 }
 
@@ -69,11 +79,47 @@ func loadTrainConfig(cmd *cobra.Command, o *trainOptions, s *streams) (*config.C
 		o.cf.fileData = yaml
 		o.cf.fileName = o.resume + " (config)"
 	}
-	return o.cf.resolved(cmd, s)
+	c, err := o.cf.load(cmd.Flags(), s)
+	if err != nil {
+		return nil, err
+	}
+	// No data and no config: the demo scene with its own short preset, so that the first
+	// command a new user runs finishes in under a minute on a laptop's CPU.
+	if c.Data.Dir == "" && o.cf.file == "" && o.cf.fileData == nil {
+		o.cf.file = demoPreset
+		o.demo = true
+	}
+	c, err = o.cf.resolved(cmd, s)
+	if err != nil || c == nil {
+		return c, err
+	}
+	// Paths are stored absolute in config.yaml and the checkpoints, so that `render --ckpt`
+	// and `--resume` work from any directory.
+	for _, p := range []*string{&c.Data.Dir, &c.Init.PointsFrom} {
+		if *p != "" {
+			abs, err := filepath.Abs(*p)
+			if err != nil {
+				return nil, fmt.Errorf("train: %s: %w", *p, err)
+			}
+			*p = abs
+		}
+	}
+	return c, nil
 }
+
+// demoPreset is the embedded preset `train` uses with neither --data nor --config.
+const demoPreset = "demo"
 
 func runTrain(cmd *cobra.Command, o *trainOptions, c *config.Config, s *streams) error {
 	notice := func(msg string) { fmt.Fprintln(s.Err, "rlxsplat:", msg) }
+	if o.resume == "" {
+		if err := claimOutDir(c.Output.Dir, o.force, notice); err != nil {
+			return err
+		}
+	}
+	if o.demo {
+		notice(fmt.Sprintf("no --data: training the built-in demo scene with the %q preset (%d steps)", demoPreset, c.Train.Iterations))
+	}
 	yaml, err := c.YAML()
 	if err != nil {
 		return err
@@ -135,14 +181,58 @@ func runTrain(cmd *cobra.Command, o *trainOptions, c *config.Config, s *streams)
 	fmt.Fprintf(s.Err, "rlxsplat: done in %s (loading %s, steps %s, densification %s, evaluation %s, previews %s, checkpoints %s): %s\n",
 		time.Since(start).Round(time.Second), sec(loaded), sec(ph.Steps), sec(ph.Densify), sec(ph.Eval), sec(ph.Preview),
 		sec(ph.Checkpoint), opt.OutDir)
+	if c.Data.Dir == "" {
+		fmt.Fprintf(s.Err, "rlxsplat: that was the built-in demo scene. Train a capture with\n"+
+			"  rlxsplat train --data DIR     (a COLMAP folder: images/ + sparse/0, or a transforms.json set)\n"+
+			"(make one from your own photos with COLMAP: feature extraction, matching, mapping, then\n"+
+			"image_undistorter to PINHOLE; or download Mip-NeRF 360 or NeRF-synthetic scenes).\n")
+	}
+	return nil
+}
+
+// runFiles are what a run writes into its output directory (point_cloud.* covers every
+// configured format); an earlier run is recognised by them and --force removes only them.
+var runFiles = []string{"config.yaml", "metrics.jsonl", "checkpoints", "previews", "point_cloud.*", "training_curve.png"}
+
+// claimOutDir refuses an output directory that holds an earlier run, so that its
+// checkpoints are never mixed with the new run's (a later --resume of "the latest" would
+// pick the wrong one), unless force says to remove that run's files first.
+func claimOutDir(dir string, force bool, notice func(string)) error {
+	var found []string
+	for _, pat := range runFiles {
+		m, err := filepath.Glob(filepath.Join(dir, pat))
+		if err != nil {
+			return fmt.Errorf("train: %s: %w", dir, err)
+		}
+		found = append(found, m...)
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	if !force {
+		return usageError{fmt.Errorf("train: --out %s holds an earlier run (%s): give another --out, --resume one of its checkpoints to continue it, or --force to replace it",
+			dir, filepath.Base(found[0]))}
+	}
+	for _, f := range found {
+		if err := os.RemoveAll(f); err != nil {
+			return fmt.Errorf("train: --force: %w", err)
+		}
+	}
+	notice(fmt.Sprintf("--force: removed the earlier run in %s", dir))
 	return nil
 }
 
 // stepBar turns trainer events into a progress bar and one-line reports.
+// Off a terminal (logs, CI) it writes no bar, which would fill the log with carriage
+// returns: a plain progress line at most every plainEvery instead, and the reports.
 type stepBar struct {
-	s   *streams
-	bar *progressbar.ProgressBar
+	s    *streams
+	bar  *progressbar.ProgressBar // nil off a terminal
+	last time.Time                // when the last plain line was written
 }
+
+// plainEvery spaces the plain progress lines written off a terminal.
+const plainEvery = 10 * time.Second
 
 func newStepBar(s *streams, total, done int) *stepBar {
 	opts := []progressbar.Option{
@@ -155,8 +245,7 @@ func newStepBar(s *streams, total, done int) *stepBar {
 		progressbar.OptionOnCompletion(func() { fmt.Fprintln(s.Err) }),
 	}
 	if !s.TTY {
-		// Not a terminal (CI logs): redraw rarely so the log stays readable.
-		opts = append(opts, progressbar.OptionThrottle(20*time.Second))
+		return &stepBar{s: s, last: time.Now()}
 	}
 	b := progressbar.NewOptions(total, opts...)
 	if done > 0 {
@@ -168,6 +257,14 @@ func newStepBar(s *streams, total, done int) *stepBar {
 func (b *stepBar) event(ev train.Event) {
 	switch e := ev.(type) {
 	case train.Progress:
+		if b.bar == nil {
+			if time.Since(b.last) >= plainEvery || e.Step == e.Total {
+				b.last = time.Now()
+				fmt.Fprintf(b.s.Err, "rlxsplat: step %d/%d: loss %.4f, PSNR %.2f, %d Gaussians, %.1f steps/s\n",
+					e.Step, e.Total, e.Loss, e.PSNR, e.Gaussians, e.StepsPerSec)
+			}
+			return
+		}
 		b.bar.Describe(fmt.Sprintf("loss %.4f  PSNR %5.2f  %7d Gaussians  %5.1f steps/s", e.Loss, e.PSNR, e.Gaussians, e.StepsPerSec))
 		b.bar.Set(e.Step)
 	case train.Evaluated:
@@ -182,8 +279,14 @@ func (b *stepBar) event(ev train.Event) {
 }
 
 func (b *stepBar) println(msg string) {
-	b.bar.Clear()
+	if b.bar != nil {
+		b.bar.Clear()
+	}
 	fmt.Fprintln(b.s.Err, "rlxsplat:", msg)
 }
 
-func (b *stepBar) finish() { b.bar.Exit() }
+func (b *stepBar) finish() {
+	if b.bar != nil {
+		b.bar.Exit()
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/engine"
 	"github.com/rlxsplat/rlxsplat/internal/engine/cpu"
 	"github.com/rlxsplat/rlxsplat/internal/fused"
+	"github.com/rlxsplat/rlxsplat/internal/gpu"
 	"github.com/rlxsplat/rlxsplat/internal/io/dataset"
 	"github.com/rlxsplat/rlxsplat/internal/loss"
 	"github.com/rlxsplat/rlxsplat/internal/prep"
@@ -200,4 +201,19 @@ func GPUStatus(set engine.Settings) error {
 		return errors.New(firstLine(err))
 	}
 	return e.Close()
+}
+
+// CheckDevice fails fast, before any data is loaded, when the configuration requires a GPU
+// (train.device cuda) and none can be opened. It opens the device alone, without building
+// an engine, so the check costs milliseconds; the error wraps ErrNoGPU with the one-line
+// reason.
+func CheckDevice(c *config.Config) error {
+	if c.Train.Device != config.DeviceCUDA {
+		return nil
+	}
+	d, err := gpu.Open(gpu.KindCUDA)
+	if err != nil {
+		return fmt.Errorf("%w (train.device cuda): %s", ErrNoGPU, firstLine(err))
+	}
+	return d.Close()
 }

@@ -211,13 +211,19 @@ type Densify struct {
 // Device selects where the training step runs (train.device).
 type Device string
 
-// Devices.
+// Devices. The Metal backend (internal/gpu/metal) has no training engine yet, so "metal" is
+// not a device a run can ask for: accepting it would start the CUDA engine under its name.
 const (
-	DeviceAuto  Device = "auto" // a working GPU, else the CPU
-	DeviceCPU   Device = "cpu"
-	DeviceCUDA  Device = "cuda"
-	DeviceMetal Device = "metal"
+	DeviceAuto Device = "auto" // a working GPU, else the CPU
+	DeviceCPU  Device = "cpu"
+	DeviceCUDA Device = "cuda"
 )
+
+// DeviceNames lists the values train.device accepts, in the order help and errors show them:
+// flag help, completion and the validation error all read this one list.
+func DeviceNames() []string {
+	return []string{string(DeviceAuto), string(DeviceCPU), string(DeviceCUDA)}
+}
 
 // Train is the "train" section: the run itself.
 type Train struct {

@@ -373,7 +373,7 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "missing file",
 			path: "/nonexistent/rlxsplat.yaml",
-			want: [][]string{{`config file "/nonexistent/rlxsplat.yaml"`, "no such file", "embedded presets: default, fast"}},
+			want: [][]string{{`config file "/nonexistent/rlxsplat.yaml"`, "no such file", "embedded presets: default, demo, fast"}},
 		},
 		{
 			name: "bad env values",

@@ -192,8 +192,7 @@ func (c *Config) problems() []error {
 
 	t := c.Train
 	k.atLeast("train.iterations", t.Iterations, 1, "")
-	k.oneOf("train.device", string(t.Device),
-		string(DeviceAuto), string(DeviceCPU), string(DeviceCUDA), string(DeviceMetal))
+	k.oneOf("train.device", string(t.Device), DeviceNames()...)
 	k.atLeast("train.threads", t.Threads, 0, " (0 = all cores)")
 	for i, s := range t.EvalSteps {
 		if s < 1 {

@@ -124,7 +124,7 @@ func (t *Trainer) Resume(path string) error {
 func CheckpointConfig(path string) ([]byte, error) {
 	f, err := ckpt.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("train: %w", err)
+		return nil, err // it names the file; a "train:" before it misleads other commands' users
 	}
 	b, err := f.Bytes(secConfig)
 	if err != nil {

@@ -314,8 +314,11 @@ func (t *Trainer) logs(s int) bool {
 }
 
 // previewDue, evalDue and checkpointDue say what the host does after step s besides
-// densification (densifyDue, resetDue).
-func (t *Trainer) previewDue(s int) bool { return t.opt.PreviewEvery > 0 && s%t.opt.PreviewEvery == 0 }
+// densification (densifyDue, resetDue). A preview also follows the last step, so that a run
+// shorter than preview_every still leaves a picture of its result.
+func (t *Trainer) previewDue(s int) bool {
+	return t.opt.PreviewEvery > 0 && (s%t.opt.PreviewEvery == 0 || s == t.opt.Iterations)
+}
 
 func (t *Trainer) evalDue(s int) bool {
 	return slices.Contains(t.opt.EvalSteps, s) || s == t.opt.Iterations
