@@ -76,7 +76,7 @@ by its content; a checkpoint's stored config applies unless --config is given.`,
 	o.sf.add(fs, "scene to render")
 	fs.StringVar(&o.split, "split", "test", "views to render: test, train or all")
 	fs.IntVar(&o.orbit, "orbit", 0, "render N frames on an orbit instead of the dataset's views")
-	fs.StringVar(&o.outDir, "out", "", "directory for the PNGs (default: render/ beside the --ply, or in the checkpoint's run directory)")
+	fs.StringVar(&o.outDir, "out", "", "directory for the PNGs (default: render/ beside the scene file, or in the checkpoint's run directory)")
 	return cmd
 }
 
@@ -96,7 +96,7 @@ func runRender(o *renderOptions, c *config.Config, s *streams) error {
 	}
 	defer eng.Close()
 	if o.outDir == "" {
-		o.outDir = defaultRenderDir(o.ply, o.ckpt)
+		o.outDir = defaultRenderDir(o.scene)
 	}
 	if err := os.MkdirAll(o.outDir, 0o755); err != nil {
 		return fmt.Errorf("render: %w", err)
@@ -163,11 +163,8 @@ func runRender(o *renderOptions, c *config.Config, s *streams) error {
 // defaultRenderDir is where render writes without --out: beside its input rather than in
 // whatever directory the command happens to run from. A checkpoint in a run's checkpoints/
 // renders into that run's directory.
-func defaultRenderDir(ply, ckpt string) string {
-	if ply != "" {
-		return filepath.Join(filepath.Dir(ply), "render")
-	}
-	dir := filepath.Dir(ckpt)
+func defaultRenderDir(scene string) string {
+	dir := filepath.Dir(scene)
 	if filepath.Base(dir) == "checkpoints" {
 		dir = filepath.Dir(dir)
 	}
