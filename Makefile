@@ -50,7 +50,7 @@ lint:
 ## minimisation would otherwise eat the whole run.
 FUZZTIME ?= 60s
 fuzz:
-	@for pkg in ./internal/io/ply ./internal/io/colmap ./internal/io/nerf ./internal/io/imageio ./internal/io/ckpt ./internal/config; do \
+	@for pkg in ./internal/io/ply ./internal/io/colmap ./internal/io/nerf ./internal/io/imageio ./internal/io/ckpt ./internal/config ./internal/viewer; do \
 		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep ^Fuzz); do \
 			echo "== $$pkg $$f"; \
 			$(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 10x -parallel 1 || exit 1; \

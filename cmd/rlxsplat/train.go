@@ -17,6 +17,7 @@ type trainOptions struct {
 	cf      configFlags
 	resume  string
 	profile string
+	view    viewFlags
 }
 
 func newTrainCmd(s *streams, runF func(*trainOptions, *config.Config) error) *cobra.Command {
@@ -54,6 +55,8 @@ checkpoints/, point_cloud.ply and training_curve.png.`,
 	o.cf.bindKey(fs, "bin-mode", "raster.bin_mode", "tile binning: gpu-conic, gpu-radius-aabb or cpu-conic")
 	fs.StringVar(&o.resume, "resume", "", "resume from a checkpoint (its config is the base; flags still override)")
 	fs.StringVar(&o.profile, "cpuprofile", "", "write a Go CPU profile of the training loop to this file")
+	fs.BoolVar(&o.view.on, "view", false, "serve the live viewer while training (see --view-port, --view-host)")
+	addViewFlags(fs, &o.view, "view-", 8080)
 	return cmd
 }
 
@@ -93,6 +96,11 @@ func runTrain(cmd *cobra.Command, o *trainOptions, c *config.Config, s *streams)
 		notice(msg)
 	}
 	opt := app.TrainOptions(c, yaml)
+	stopView, err := startTrainView(cmd.Context(), &o.view, &opt, ds, src, s)
+	if err != nil {
+		return err
+	}
+	defer stopView()
 	g, msg, err := train.Initial(opt, ds)
 	if err != nil {
 		return err
