@@ -264,3 +264,5 @@ func envInt(key string, def int) int {
 	}
 	return def
 }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -228,8 +228,8 @@ func (l *Live) state() LiveState {
 	l.polled = l.now()
 	st := l.st
 	st.Paused = l.paused
-	st.Curve = append([][3]float64(nil), l.st.Curve...)
-	st.Evals = append([]EvalPoint(nil), l.st.Evals...)
+	st.Curve = append([][3]float64{}, l.st.Curve...) // never nil: the page reads [], not null
+	st.Evals = append([]EvalPoint{}, l.st.Evals...)
 	return st
 }
 

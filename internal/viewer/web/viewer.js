@@ -597,6 +597,7 @@ async function pollLive() {
       $("gauss").textContent = s.gaussians.toLocaleString();
       $("rate").textContent = s.stepsPerSec.toFixed(1);
       $("loss").textContent = s.loss.toFixed(4) + " (PSNR " + s.psnr.toFixed(2) + " dB)";
+      s.evals = s.evals || []; s.curve = s.curve || [];
       const ev = s.evals[s.evals.length - 1];
       $("eval").textContent = ev ? `step ${ev.step}: ${ev.psnr.toFixed(2)} dB, SSIM ${ev.ssim.toFixed(4)} (${ev.split})` : "none yet";
       state.paused = s.paused;
@@ -638,7 +639,9 @@ function drawCurve(curve, evals) {
 }
 
 $("pause").addEventListener("click", async () => {
-  await fetch(state.paused ? "api/resume" : "api/pause", { method: "POST", headers: { "X-Rlxsplat": "1" } });
+  const want = !state.paused;
+  const r = await fetch(want ? "api/pause" : "api/resume", { method: "POST", headers: { "X-Rlxsplat": "1" } });
+  if (r.ok) { state.paused = want; $("pause").textContent = want ? "resume" : "pause"; }
 });
 
 // ---------- the page's programmatic interface (tests, benchmarks, scripting) ----------
