@@ -66,6 +66,7 @@ func TestBrowserMatchesRenderTrain1000(t *testing.T) {
 }
 
 // TestBrowserMatchesRenderTrained compares a trained scene named by RLXSPLAT_VIEWER_PLY at the
+// (paths absolute, or relative to internal/viewer, where go test runs)
 // first test views of the dataset RLXSPLAT_VIEWER_DATA (downscaled by RLXSPLAT_VIEWER_DOWNSCALE):
 // the duck and bonsai screenshots come from it.
 func TestBrowserMatchesRenderTrained(t *testing.T) {
