@@ -50,7 +50,7 @@ lint:
 ## minimisation would otherwise eat the whole run.
 FUZZTIME ?= 60s
 fuzz:
-	@for pkg in ./internal/io/ply ./internal/io/spz ./internal/io/gltfsplat ./internal/io/dotsplat ./internal/io/scene ./internal/io/colmap ./internal/io/nerf ./internal/io/imageio ./internal/io/ckpt ./internal/config ./internal/gpu/driver; do \
+	@for pkg in ./internal/io/ply ./internal/io/spz ./internal/io/gltfsplat ./internal/io/dotsplat ./internal/io/scene ./internal/io/colmap ./internal/io/nerf ./internal/io/imageio ./internal/io/ckpt ./internal/config ./internal/gpu/driver ./internal/viewer; do \
 		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep ^Fuzz); do \
 			echo "== $$pkg $$f"; \
 			$(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 10x -parallel 1 || exit 1; \

@@ -3,6 +3,7 @@ module github.com/rlxsplat/rlxsplat
 go 1.26.8
 
 require (
+	github.com/chromedp/chromedp v0.23.1
 	github.com/ebitengine/purego v0.11.3
 	github.com/klauspost/compress v1.20.5
 	github.com/qmuntal/gltf v0.28.0
@@ -15,7 +16,9 @@ require (
 )
 
 require (
+	github.com/chromedp/cdproto v0.160.1 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-viper/mapstructure/v2 v2.4.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect

@@ -129,7 +129,7 @@ and checks every gradient against finite differences.
 	root.SetErr(s.Err)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(newTrainCmd(s, nil), newRenderCmd(s, nil), newExportCmd(s, nil), newBenchCmd(s, nil), newParityCmd(s, nil))
+	root.AddCommand(newTrainCmd(s, nil), newRenderCmd(s, nil), newExportCmd(s, nil), newBenchCmd(s, nil), newParityCmd(s, nil), newViewCmd(s, nil))
 	for _, c := range root.Commands() {
 		if c.Args == nil {
 			c.Args = cobra.NoArgs

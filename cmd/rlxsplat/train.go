@@ -23,6 +23,7 @@ type trainOptions struct {
 	demo bool
 	// force replaces an earlier run in the output directory.
 	force bool
+	view  viewFlags
 }
 
 func newTrainCmd(s *streams, runF func(*trainOptions, *config.Config) error) *cobra.Command {
@@ -64,6 +65,8 @@ With neither --data nor --config it trains the built-in demo scene with the
 	fs.StringVar(&o.resume, "resume", "", "resume from a checkpoint (its config is the base; flags still override)")
 	fs.StringVar(&o.profile, "cpuprofile", "", "write a Go CPU profile of the training loop to this file")
 	fs.BoolVar(&o.force, "force", false, "replace the earlier run an --out directory holds (its checkpoints, previews and outputs)")
+	fs.BoolVar(&o.view.on, "view", false, "serve the live viewer while training (see --view-port, --view-host)")
+	addViewFlags(fs, &o.view, "view-", 8080)
 	return cmd
 }
 
@@ -139,6 +142,11 @@ func runTrain(cmd *cobra.Command, o *trainOptions, c *config.Config, s *streams)
 		notice(msg)
 	}
 	opt := app.TrainOptions(c, yaml)
+	stopView, err := startTrainView(cmd.Context(), &o.view, &opt, ds, src, s)
+	if err != nil {
+		return err
+	}
+	defer stopView()
 	g, msg, err := train.Initial(opt, ds)
 	if err != nil {
 		return err

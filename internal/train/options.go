@@ -50,6 +50,10 @@ type Options struct {
 	// and into every checkpoint.
 	ConfigYAML []byte
 	Workers    int
+
+	// Observer, when set, sees every event, may take copies of the scene between steps, and
+	// may pause the run (train --view).
+	Observer Observer
 }
 
 // DensifyOptions is the adaptive density control policy (the original's

@@ -43,6 +43,8 @@ type Trainer struct {
 	phases  Phases
 	writes  *writer // previews and checkpoints being written during Run
 	ahead   *queued // the next step, already submitted to a pipelining engine
+	// sceneDue says the Observer wants the Gaussians after the current step.
+	sceneDue bool
 }
 
 // queued is a step submitted to an engine.Pipeliner before the one before it was collected.
@@ -202,8 +204,12 @@ func (t *Trainer) Run(ctx context.Context, emit func(Event)) error {
 	if emit == nil {
 		emit = func(Event) {}
 	}
-	t.emit = emit
 	o := &t.opt
+	if ob := o.Observer; ob != nil {
+		inner := emit
+		emit = func(ev Event) { inner(ev); ob.Event(ev) }
+	}
+	t.emit = emit
 	for _, d := range []string{o.OutDir, filepath.Join(o.OutDir, "checkpoints"), filepath.Join(o.OutDir, "previews")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("train: %w", err)
@@ -249,6 +255,7 @@ func (t *Trainer) Run(ctx context.Context, emit func(Event)) error {
 		}
 		s := t.step + 1
 		stepStart := time.Now()
+		t.sceneDue = o.Observer != nil && o.Observer.WantScene(s)
 		res, err := t.runStep(ctx, s)
 		if err != nil {
 			return err
@@ -288,6 +295,9 @@ func (t *Trainer) Run(ctx context.Context, emit func(Event)) error {
 		emit(Progress{Step: s, Total: o.Iterations, Loss: res.Loss, PSNR: psnr, Gaussians: t.eng.Len(),
 			StepsPerSec: window.rate(), ElapsedSec: time.Since(start).Seconds(), SHDegree: t.shDegree(s),
 			Densified: densified, StageMillis: stageMillis(res.Timings)})
+		if err := t.observe(ctx, s); err != nil {
+			return err
+		}
 
 		if t.checkpointDue(s) {
 			at := time.Now()
@@ -306,6 +316,25 @@ func (t *Trainer) Run(ctx context.Context, emit func(Event)) error {
 		return err
 	}
 	return t.finish()
+}
+
+// observe hands the Observer the scene after step s when it asked for it, then waits while
+// it holds the run paused. The copy is the engine's read-back; encoding it is the observer's
+// business, off this goroutine.
+func (t *Trainer) observe(ctx context.Context, s int) error {
+	ob := t.opt.Observer
+	if ob == nil {
+		return nil
+	}
+	if t.sceneDue {
+		g, err := t.eng.Gaussians()
+		if err != nil {
+			return fmt.Errorf("train: step %d: reading the Gaussians back for the viewer: %w", s, err)
+		}
+		ob.Scene(s, g, t.shDegree(s))
+	}
+	ob.Hold(ctx)
+	return nil
 }
 
 // logs says whether step s writes a metrics line (and so asks the engine for its stage times).
@@ -349,7 +378,7 @@ func (t *Trainer) resetDue(s int) bool {
 // quiet says whether the host leaves the engine alone after step s but for reading its
 // result: nothing above is due and s is not the last step.
 func (t *Trainer) quiet(s int) bool {
-	return s < t.opt.Iterations && !t.previewDue(s) && !t.evalDue(s) && !t.checkpointDue(s) &&
+	return s < t.opt.Iterations && !t.sceneDue && !t.previewDue(s) && !t.evalDue(s) && !t.checkpointDue(s) &&
 		!t.densifyDue(s) && !t.resetDue(s)
 }
 
