@@ -77,6 +77,41 @@ DEVICE double gmind(double a, double b)
     return a == 0.0 && 1.0 / a < 0 ? a : b;
 }
 
+// Two-float sums (hi + lo, |lo| ≤ ½ulp(hi)): about 48 bits of significand from float32
+// operations alone, for the loss sums that float64 held before (Metal has no float64). Only
+// additions and mul_rn products, so no compiler contraction can change them.
+
+// two_sum returns a + b rounded and sets e to its exact rounding error (Knuth's TwoSum).
+DEVICE float two_sum(float a, float b, float& e)
+{
+    float s = a + b;
+    float bb = s - a;
+    e = (a - (s - bb)) + (b - bb);
+    return s;
+}
+
+// two_prod returns a·b rounded and sets e to its exact rounding error (Dekker's product with
+// Veltkamp's split by 2¹²+1; exact unless a product underflows or overflows).
+DEVICE float two_prod(float a, float b, float& e)
+{
+    float p = mul_rn(a, b);
+    float ca = mul_rn(4097.0f, a), cb = mul_rn(4097.0f, b);
+    float ah = ca - (ca - a), bh = cb - (cb - b);
+    float al = a - ah, bl = b - bh;
+    e = ((mul_rn(ah, bh) - p) + mul_rn(ah, bl) + mul_rn(al, bh)) + mul_rn(al, bl);
+    return p;
+}
+
+// df_add adds (bh, bl) to (hi, lo), renormalised.
+DEVICE void df_add(float& hi, float& lo, float bh, float bl)
+{
+    float e;
+    float s = two_sum(hi, bh, e);
+    e = e + (lo + bl);
+    hi = s + e;
+    lo = e - (hi - s);
+}
+
 // The float32 transcendental functions of the Go code: evaluated in float64 and rounded, as
 // prep's exp/log/sqrt/sigmoid helpers do.
 DEVICE float expd(float x) { return (float)exp((double)x); }
