@@ -14,7 +14,7 @@
 #define DILATION 0.3f
 // powerSlack of internal/raster: the cheap exponent test is widened by this much so that it
 // never skips a pixel the exact alpha rule would blend.
-#define POWER_SLACK 1e-3
+#define POWER_SLACK 1e-3f
 
 #define SH_COEFFS 16
 #define SH_STRIDE 48
@@ -77,28 +77,61 @@ DEVICE double gmind(double a, double b)
     return a == 0.0 && 1.0 / a < 0 ? a : b;
 }
 
-// The float32 transcendental functions of the Go code: evaluated in float64 and rounded, as
-// prep's exp/log/sqrt/sigmoid helpers do.
-DEVICE float expd(float x) { return (float)exp((double)x); }
-DEVICE float logd(float x) { return (float)log((double)x); }
-DEVICE float sqrtd(float x) { return (float)sqrt((double)x); }
-DEVICE float sigmoidd(float x) { return (float)(1.0 / (1.0 + exp(-(double)x))); }
+// Two-float sums (hi + lo, |lo| ≤ ½ulp(hi)): about 48 bits of significand from float32
+// operations alone, for the loss sums that float64 held before (Metal has no float64). Only
+// additions and mul_rn products, so no compiler contraction can change them.
 
-// exp32 is internal/raster's exp32 (the rasterizer's exponential), in float32 alone: n is
-// rounded by adding 1.5·2²³, r = x − n·ln2 is reduced with ln2 split in two, e^r = 1 + r +
-// r²·P(r) with a degree-5 P, and e^x = e^r·2ⁿ; 0 below e^-87 and for NaN. Every product is
-// mul_rn (never fused), so the bits are the CPU's and the skip decisions of forward and
-// backward the CPU's. A float64 polynomial did this before: at half the float32 rate, with
-// two slow 64-bit conversions, it was most of the rasterizers' arithmetic.
+// two_sum returns a + b rounded and sets e to its exact rounding error (Knuth's TwoSum).
+DEVICE float two_sum(float a, float b, float& e)
+{
+    float s = a + b;
+    float bb = s - a;
+    e = (a - (s - bb)) + (b - bb);
+    return s;
+}
+
+// two_prod returns a·b rounded and sets e to its exact rounding error (Dekker's product with
+// Veltkamp's split by 2¹²+1; exact unless a product underflows or overflows).
+DEVICE float two_prod(float a, float b, float& e)
+{
+    float p = mul_rn(a, b);
+    float ca = mul_rn(4097.0f, a), cb = mul_rn(4097.0f, b);
+    float ah = ca - (ca - a), bh = cb - (cb - b);
+    float al = a - ah, bl = b - bh;
+    e = ((mul_rn(ah, bh) - p) + mul_rn(ah, bl) + mul_rn(al, bh)) + mul_rn(al, bl);
+    return p;
+}
+
+// df_add adds (bh, bl) to (hi, lo), renormalised.
+DEVICE void df_add(float& hi, float& lo, float bh, float bl)
+{
+    float e;
+    float s = two_sum(hi, bh, e);
+    e = e + (lo + bl);
+    hi = s + e;
+    lo = e - (hi - s);
+}
+
+// The float32 elementary functions of the Go code (internal/fmath), in float32 alone: Metal has
+// no float64, and the CPU engine evaluates the very same operations. sqrt_rn is IEEE's
+// correctly rounded square root, which is what float32(math.Sqrt(float64(x))) gives (float64
+// has more than 2·24+2 bits, so rounding twice cannot differ).
+DEVICE float sqrtd(float x) { return sqrt_rn(x); }
+
+// exp32 is internal/fmath's Exp (the rasterizer's exponential and prep's), in float32 alone: n
+// is rounded by adding 1.5·2²³, r = x − n·ln2 is reduced with ln2 split in two, e^r = 1 + r +
+// r²·P(r) with a degree-5 P, and e^x = e^r·2ⁿ; 0 below e^-87 and for NaN, +Inf from 89. Every
+// product is mul_rn (never fused), so the bits are the CPU's and the skip decisions of forward
+// and backward the CPU's.
 DEVICE float exp32(float x)
 {
     const float round = 12582912.0f; // 1.5·2²³
     const float ln2Hi = 0.693359375f, ln2Lo = -2.12194440e-4f;
     if (!(x > -87.0f)) return 0.0f;
-    if (!(x < 88.0f)) return (float)exp((double)x);
+    if (!(x < 89.0f)) return bits_f32(0x7f800000u); // +Inf
     float j = mul_rn(x, 1.44269504088896341f) + round;
     float nf = j - round;
-    i32 n = (i32)(f32_bits(j) - f32_bits(round)); // |n| <= 127
+    i32 n = (i32)(f32_bits(j) - f32_bits(round)); // |n| <= 128
     float r = (x - mul_rn(nf, ln2Hi)) - mul_rn(nf, ln2Lo);
     float p = mul_rn(1.9875691500e-4f, r) + 1.3981999507e-3f;
     p = mul_rn(p, r) + 8.3334519073e-3f;
@@ -106,5 +139,52 @@ DEVICE float exp32(float x)
     p = mul_rn(p, r) + 1.6666665459e-1f;
     p = mul_rn(p, r) + 5.0000001201e-1f;
     float y = (mul_rn(p, mul_rn(r, r)) + r) + 1.0f;
+    if (n > 127) { // 2¹²⁸ is no float: scale by 2 first (exact), overflowing only where e^x does
+        y = mul_rn(y, 2.0f);
+        n -= 1;
+    }
     return mul_rn(y, bits_f32((u32)(n + 127) << 23));
 }
+
+// log32 is internal/fmath's Log: x = m·2ᵉ with m in [√½, √2), f = m − 1 (exact), log x = f −
+// f²/2 + f³·P(f) + e·ln2 with a degree-8 P and ln2 split in two; subnormals scaled by 2²⁴.
+DEVICE float log32(float x)
+{
+    const float ln2Hi = 0.693359375f, ln2Lo = -2.12194440e-4f;
+    if (!(x > 0.0f)) return x == 0.0f ? bits_f32(0xff800000u) : bits_f32(0x7fc00000u);
+    u32 b = f32_bits(x);
+    if (b >= 0x7f800000u) return x; // +Inf
+    i32 e = 0;
+    if (b < 0x00800000u) {
+        x = mul_rn(x, 16777216.0f); // 2²⁴
+        b = f32_bits(x);
+        e = -24;
+    }
+    e += (i32)(b >> 23) - 127;
+    float m = bits_f32((b & 0x007fffffu) | 0x3f800000u);
+    if (m > 1.41421356f) {
+        m = mul_rn(m, 0.5f);
+        e += 1;
+    }
+    float f = m - 1.0f;
+    float z = mul_rn(f, f);
+    float p = mul_rn(7.0376836292e-2f, f) + -1.1514610310e-1f;
+    p = mul_rn(p, f) + 1.1676998740e-1f;
+    p = mul_rn(p, f) + -1.2420140846e-1f;
+    p = mul_rn(p, f) + 1.4249322787e-1f;
+    p = mul_rn(p, f) + -1.6668057665e-1f;
+    p = mul_rn(p, f) + 2.0000714765e-1f;
+    p = mul_rn(p, f) + -2.4999993993e-1f;
+    p = mul_rn(p, f) + 3.3333331174e-1f;
+    float y = mul_rn(mul_rn(p, f), z);
+    float ef = (float)e;
+    y = y + mul_rn(ef, ln2Lo);
+    y = y - mul_rn(0.5f, z);
+    float r = f + y;
+    return r + mul_rn(ef, ln2Hi);
+}
+
+// The float32 transcendental functions of prep (internal/fmath through prep's exp/log/sigmoid).
+DEVICE float expd(float x) { return exp32(x); }
+DEVICE float logd(float x) { return log32(x); }
+DEVICE float sigmoidd(float x) { return 1.0f / (1.0f + exp32(-x)); }

@@ -10,20 +10,22 @@
 // (15 and 9 floats a pixel) never go through global memory, and one kernel does what took a
 // launch per pass. Only dmap does, between the two kernels, because its filter needs the map
 // over the halo, which needs the image over twice the halo. The price is the halo: the window
-// is 2.6 times the tile, and the pass along x runs over 26 rows for 16 (static shared memory:
-// loss_map 41 KB, loss_grad 39 KB). Nothing runs when readout[RO_ABORT] is set: whole blocks
+// is 2.6 times the tile, and the pass along x runs over 26 rows for 16. The pass along x runs
+// one channel at a time, so that each kernel stays within the 32 KB of threadgroup memory
+// Metal allows (loss_map 24 KB, loss_grad 29 KB). Nothing runs when readout[RO_ABORT] is set: whole blocks
 // return before their first barrier.
-// loss_map: per tile, the partial sums of |x−y| and (x−y)² (f64 partAbs, partSq [tiles]) and
+// loss_map: per tile, the partial sums of |x−y| and (x−y)² (two-float partAbs, partSq
+//   [tiles, 2]: hi, lo) and
 //   the MSE gradient when kind is mse. For the SSIM kinds: x, y, x², y², xy of each channel
 //   filtered along x over the window's rows, then along y, give μx, μy, E[x²], E[y²], E[xy];
-//   the SSIM map's partial sum per tile (f64 partSsim) and the map's partials with respect to
+//   the SSIM map's partial sum per tile (two-float partSsim) and the map's partials with respect to
 //   μx, E[x²] and E[xy] into dmap [9, H*W], planar (plane c*3 + {∂μx, ∂E[x²], ∂E[xy]}), so
 //   that a warp's stores of a plane are two runs of 16 consecutive floats rather than 32
 //   scattered ones. partSsim is 0 without SSIM.
 // loss_grad (SSIM kinds): dmap filtered along x then y over the tile's window; grad = pointwise
 //   term + ssimCoef·(G*∂S/∂μx + 2x·G*∂S/∂E[x²] + y·G*∂S/∂E[xy]).
 // loss_finish: one block of 256 threads sums the partials in a fixed order into the readout's
-//   float64 words (deterministic run to run).
+//   two-float word pairs (deterministic run to run).
 //
 // Zero padding: the staged window holds 0 outside the image. A filter tap on it adds
 // mul_rn(k, 0) = +0 to its running sum, which starts at +0 and so is never −0: adding +0 leaves
@@ -120,45 +122,64 @@ DEVICE void stage_dmap(float* dst, const GPTR float* dmap, const LossP& lp, cons
     }
 }
 
-// block_sum3 reduces a, b and c over the block (256 threads; s holds 768) in a fixed tree
-// order; thread 0 gets the sums in s[0], s[256], s[512].
-DEVICE void block_sum3(double* s, double a, double b, double c)
+// block_sum3 reduces three two-float sums over the block (256 threads; s holds 1536
+// floats) in a fixed tree order; thread 0 gets sum k as s[512k] + s[512k + 256].
+DEVICE void block_sum3(float* s, float ah, float al, float qh, float ql, float mh, float ml)
 {
-    s[TID] = a;
-    s[256 + TID] = b;
-    s[512 + TID] = c;
+    s[TID] = ah;
+    s[256 + TID] = al;
+    s[512 + TID] = qh;
+    s[768 + TID] = ql;
+    s[1024 + TID] = mh;
+    s[1280 + TID] = ml;
     BARRIER();
     for (u32 st = 128u; st > 0u; st >>= 1) {
         if (TID < st) {
-            s[TID] += s[TID + st];
-            s[256 + TID] += s[256 + TID + st];
-            s[512 + TID] += s[512 + TID + st];
+            for (u32 k = 0; k < 3u; k++) {
+                float* q = s + 512u * k;
+                float h = q[TID], l = q[256 + TID];
+                df_add(h, l, q[TID + st], q[256 + TID + st]);
+                q[TID] = h;
+                q[256 + TID] = l;
+            }
         }
         BARRIER();
     }
 }
 
+// add_diff adds |a − b| to the two-float (ah, al) and (a − b)² to (qh, ql); a − b is exact
+// as d + e, and (d + e)² is taken as d² (exact, two_prod) + 2de (e² is below the sum's ulp).
+DEVICE void add_diff(float a, float b, float& ah, float& al, float& qh, float& ql)
+{
+    float e;
+    float d = two_sum(a, -b, e);
+    if (d < 0.0f)
+        df_add(ah, al, -d, -e);
+    else
+        df_add(ah, al, d, e);
+    float pe;
+    float p = two_prod(d, d, pe);
+    df_add(qh, ql, p, pe + mul_rn(mul_rn(2.0f, d), e));
+}
+
 // 3 blocks an SM rather than 2 (96 registers): 0.056 → 0.050 ms at 799×532 on the H200.
 KERNEL BOUNDS(256, 3) loss_map(LossP lp, const GPTR u32* readout, const GPTR float* img, const GPTR float* target,
-                GPTR float* grad, GPTR float* dmap, GPTR double* partAbs, GPTR double* partSq,
-                GPTR double* partSsim)
+                GPTR float* grad, GPTR float* dmap, GPTR float* partAbs, GPTR float* partSq,
+                GPTR float* partSsim)
 {
     if (readout[RO_ABORT]) return;
-    // The staged image (planes 0..2) and target (3..5); afterwards the reduction's scratch
-    // (768 doubles of its 2031), declared double so that either use is aligned.
-    SHARED double sStage[3u * PLANE];
-    // The horizontal pass: plane c*5 + {x, y, x², y², xy} of channel c.
-    SHARED float sH[15u * HPX];
-    float* sIn = (float*)sStage;
+    // The staged image (planes 0..2) and target (3..5); afterwards the reduction's scratch.
+    SHARED float sIn[6u * PLANE];
+    // The horizontal pass of one channel at a time (32 KB of threadgroup memory at most, for
+    // Metal): plane {x, y, x², y², xy}.
+    SHARED float sH[5u * HPX];
     TileAt tl = tile_at(lp);
-    double sa = 0.0, sq = 0.0, sm = 0.0;
+    float ah = 0.0f, al = 0.0f, qh = 0.0f, ql = 0.0f, mh = 0.0f, ml = 0.0f;
     if (!lp.ssim) {
         if (tl.in) {
             for (u32 c = 0; c < 3u; c++) {
                 float a = img[tl.i * 3u + c], b = target[tl.i * 3u + c];
-                double d = (double)a - (double)b;
-                sa += d < 0.0 ? -d : d;
-                sq += d * d;
+                add_diff(a, b, ah, al, qh, ql);
                 if (lp.kind == KIND_MSE) grad[tl.i * 3u + c] = mul_rn(lp.pointCoef, a - b);
             }
         }
@@ -168,71 +189,68 @@ KERNEL BOUNDS(256, 3) loss_map(LossP lp, const GPTR u32* readout, const GPTR flo
         BARRIER();
         const u32 own = (tl.tx + RADIUS) * SPAN + tl.ty + RADIUS;
         if (tl.in) {
-            for (u32 c = 0; c < 3u; c++) {
-                float a = sIn[c * PLANE + own], b = sIn[(3u + c) * PLANE + own];
-                double d = (double)a - (double)b;
-                sa += d < 0.0 ? -d : d;
-                sq += d * d;
-            }
+            for (u32 c = 0; c < 3u; c++) add_diff(sIn[c * PLANE + own], sIn[(3u + c) * PLANE + own], ah, al, qh, ql);
         }
-        // Along x, for the TILE columns over all SPAN rows of the window: 3·HPX items.
-        for (u32 k = TID; k < 3u * HPX; k += 256u) {
-            u32 c = k / HPX, p = k - c * HPX;
-            const float* pa = sIn + c * PLANE + p;
-            const float* pb = sIn + (3u + c) * PLANE + p;
-            float q0 = 0.0f, q1 = 0.0f, q2 = 0.0f, q3 = 0.0f, q4 = 0.0f;
+        const u32 col = tl.tx * SPAN + tl.ty;
+        const u32 npx = (u32)lp.W * (u32)lp.H;
+        for (u32 c = 0; c < 3u; c++) {
+            // Along x, for the TILE columns over all SPAN rows of the window: HPX items.
+            for (u32 p = TID; p < HPX; p += 256u) {
+                const float* pa = sIn + c * PLANE + p;
+                const float* pb = sIn + (3u + c) * PLANE + p;
+                float q0 = 0.0f, q1 = 0.0f, q2 = 0.0f, q3 = 0.0f, q4 = 0.0f;
+                for (u32 t = 0; t < TAPS; t++) {
+                    float kk = lp.kern[t];
+                    float a = pa[t * SPAN], b = pb[t * SPAN];
+                    q0 = q0 + mul_rn(kk, a);
+                    q1 = q1 + mul_rn(kk, b);
+                    q2 = q2 + mul_rn(kk, mul_rn(a, a));
+                    q3 = q3 + mul_rn(kk, mul_rn(b, b));
+                    q4 = q4 + mul_rn(kk, mul_rn(a, b));
+                }
+                float* o = sH + p;
+                o[0] = q0;
+                o[HPX] = q1;
+                o[2u * HPX] = q2;
+                o[3u * HPX] = q3;
+                o[4u * HPX] = q4;
+            }
+            BARRIER();
+            // Along y, for the thread's own pixel.
+            float m[5];
+            for (u32 q = 0; q < 5u; q++) m[q] = 0.0f;
             for (u32 t = 0; t < TAPS; t++) {
                 float kk = lp.kern[t];
-                float a = pa[t * SPAN], b = pb[t * SPAN];
-                q0 = q0 + mul_rn(kk, a);
-                q1 = q1 + mul_rn(kk, b);
-                q2 = q2 + mul_rn(kk, mul_rn(a, a));
-                q3 = q3 + mul_rn(kk, mul_rn(b, b));
-                q4 = q4 + mul_rn(kk, mul_rn(a, b));
+                for (u32 q = 0; q < 5u; q++) m[q] = m[q] + mul_rn(kk, sH[q * HPX + col + t]);
             }
-            float* o = sH + c * 5u * HPX + p;
-            o[0] = q0;
-            o[HPX] = q1;
-            o[2u * HPX] = q2;
-            o[3u * HPX] = q3;
-            o[4u * HPX] = q4;
-        }
-        BARRIER();
-        // Along y, for the thread's own pixel.
-        const u32 col = tl.tx * SPAN + tl.ty;
-        float m[15];
-        for (u32 q = 0; q < 15u; q++) m[q] = 0.0f;
-        for (u32 t = 0; t < TAPS; t++) {
-            float kk = lp.kern[t];
-            for (u32 q = 0; q < 15u; q++) m[q] = m[q] + mul_rn(kk, sH[q * HPX + col + t]);
-        }
-        if (tl.in) {
-            u32 npx = (u32)lp.W * (u32)lp.H;
-            for (u32 c = 0; c < 3u; c++) {
-                float mx = m[c * 5], my = m[c * 5 + 1];
-                float sx = m[c * 5 + 2] - mul_rn(mx, mx);
-                float sy = m[c * 5 + 3] - mul_rn(my, my);
-                float sxy = m[c * 5 + 4] - mul_rn(mx, my);
+            if (tl.in) {
+                float mx = m[0], my = m[1];
+                float sx = m[2] - mul_rn(mx, mx);
+                float sy = m[3] - mul_rn(my, my);
+                float sxy = m[4] - mul_rn(mx, my);
                 float a1 = mul_rn(mul_rn(2.0f, mx), my) + SSIM_C1;
                 float a2 = mul_rn(2.0f, sxy) + SSIM_C2;
                 float b1 = mul_rn(mx, mx) + mul_rn(my, my) + SSIM_C1;
                 float b2 = sx + sy + SSIM_C2;
                 float inv = 1.0f / mul_rn(b1, b2);
                 float sv = mul_rn(mul_rn(a1, a2), inv);
-                sm += (double)sv;
+                df_add(mh, ml, sv, 0.0f);
                 GPTR float* dm = dmap + c * 3u * npx + tl.i;
                 dm[0] = mul_rn(mul_rn(mul_rn(2.0f, my), a2 - a1), inv) - mul_rn(mul_rn(mul_rn(2.0f, mx), sv), 1.0f / b1 - 1.0f / b2);
                 dm[npx] = -sv / b2;
                 dm[2u * npx] = mul_rn(mul_rn(2.0f, a1), inv);
             }
+            BARRIER(); // before the next channel's pass overwrites sH (and block_sum3 sIn)
         }
-        // sStage is free again: its last reads were the horizontal pass's, before the barrier.
     }
-    block_sum3(sStage, sa, sq, sm);
+    block_sum3(sIn, ah, al, qh, ql, mh, ml);
     if (TID == 0u) {
-        partAbs[BID] = sStage[0];
-        partSq[BID] = sStage[256];
-        partSsim[BID] = sStage[512];
+        partAbs[2u * BID] = sIn[0];
+        partAbs[2u * BID + 1u] = sIn[256];
+        partSq[2u * BID] = sIn[512];
+        partSq[2u * BID + 1u] = sIn[768];
+        partSsim[2u * BID] = sIn[1024];
+        partSsim[2u * BID + 1u] = sIn[1280];
     }
 }
 
@@ -240,35 +258,37 @@ KERNEL loss_grad(LossP lp, const GPTR u32* readout, const GPTR float* dmap, cons
                  const GPTR float* target, GPTR float* grad)
 {
     if (readout[RO_ABORT]) return;
-    SHARED float sD[9u * PLANE];  // the staged dmap: plane c*3 + {∂μx, ∂E[x²], ∂E[xy]}
-    SHARED float sHd[9u * HPX];   // its horizontal pass, same planes
+    SHARED float sD[9u * PLANE]; // the staged dmap: plane c*3 + {∂μx, ∂E[x²], ∂E[xy]}
+    SHARED float sHd[3u * HPX];  // one channel's horizontal pass (≤ 32 KB in all, for Metal)
     TileAt tl = tile_at(lp);
     stage_dmap(sD, dmap, lp, tl);
     BARRIER();
-    for (u32 k = TID; k < 3u * HPX; k += 256u) {
-        u32 c = k / HPX, p = k - c * HPX;
-        const float* src = sD + 3u * c * PLANE + p;
-        float h0 = 0.0f, h1 = 0.0f, h2 = 0.0f;
-        for (u32 t = 0; t < TAPS; t++) {
-            float kk = lp.kern[t];
-            h0 = h0 + mul_rn(kk, src[t * SPAN]);
-            h1 = h1 + mul_rn(kk, src[PLANE + t * SPAN]);
-            h2 = h2 + mul_rn(kk, src[2u * PLANE + t * SPAN]);
-        }
-        float* o = sHd + 3u * c * HPX + p;
-        o[0] = h0;
-        o[HPX] = h1;
-        o[2u * HPX] = h2;
-    }
-    BARRIER();
-    if (!tl.in) return; // no barrier follows
     const u32 col = tl.tx * SPAN + tl.ty;
     float gd[9];
-    for (u32 q = 0; q < 9u; q++) gd[q] = 0.0f;
-    for (u32 t = 0; t < TAPS; t++) {
-        float kk = lp.kern[t];
-        for (u32 q = 0; q < 9u; q++) gd[q] = gd[q] + mul_rn(kk, sHd[q * HPX + col + t]);
+    for (u32 c = 0; c < 3u; c++) {
+        for (u32 p = TID; p < HPX; p += 256u) {
+            const float* src = sD + 3u * c * PLANE + p;
+            float h0 = 0.0f, h1 = 0.0f, h2 = 0.0f;
+            for (u32 t = 0; t < TAPS; t++) {
+                float kk = lp.kern[t];
+                h0 = h0 + mul_rn(kk, src[t * SPAN]);
+                h1 = h1 + mul_rn(kk, src[PLANE + t * SPAN]);
+                h2 = h2 + mul_rn(kk, src[2u * PLANE + t * SPAN]);
+            }
+            float* o = sHd + p;
+            o[0] = h0;
+            o[HPX] = h1;
+            o[2u * HPX] = h2;
+        }
+        BARRIER();
+        for (u32 q = 0; q < 3u; q++) gd[c * 3u + q] = 0.0f;
+        for (u32 t = 0; t < TAPS; t++) {
+            float kk = lp.kern[t];
+            for (u32 q = 0; q < 3u; q++) gd[c * 3u + q] = gd[c * 3u + q] + mul_rn(kk, sHd[q * HPX + col + t]);
+        }
+        BARRIER(); // before the next channel's pass overwrites sHd
     }
+    if (!tl.in) return;
     u32 i = tl.i;
     for (u32 c = 0; c < 3u; c++) {
         float a = img[i * 3u + c], b = target[i * 3u + c];
@@ -282,24 +302,27 @@ KERNEL loss_grad(LossP lp, const GPTR u32* readout, const GPTR float* dmap, cons
     }
 }
 
-// One block of 256 threads; thread t sums partials t, t+256, ... in order, then a fixed tree.
+// One block of 256 threads; thread t sums partials t, t+256, ... in order, then a fixed tree;
+// the readout gets each sum as a two-float, hi and lo in its two words.
 // loss_map writes all three partials of every tile (partSsim 0 without SSIM).
-KERNEL loss_finish(const GPTR double* partAbs, const GPTR double* partSq, const GPTR double* partSsim,
+KERNEL loss_finish(const GPTR float* partAbs, const GPTR float* partSq, const GPTR float* partSsim,
                    u32 blocks, GPTR u32* readout)
 {
     if (readout[RO_ABORT]) return;
-    SHARED double s[768];
-    double a = 0.0, q = 0.0, m = 0.0;
+    SHARED float s[1536];
+    float ah = 0.0f, al = 0.0f, qh = 0.0f, ql = 0.0f, mh = 0.0f, ml = 0.0f;
     for (u32 b = TID; b < blocks; b += 256u) {
-        a += partAbs[b];
-        q += partSq[b];
-        m += partSsim[b];
+        df_add(ah, al, partAbs[2u * b], partAbs[2u * b + 1u]);
+        df_add(qh, ql, partSq[2u * b], partSq[2u * b + 1u]);
+        df_add(mh, ml, partSsim[2u * b], partSsim[2u * b + 1u]);
     }
-    block_sum3(s, a, q, m);
+    block_sum3(s, ah, al, qh, ql, mh, ml);
     if (TID == 0u) {
-        GPTR double* out = (GPTR double*)readout;
-        out[RO_L1 / 2] = s[0];
-        out[RO_SQ / 2] = s[256];
-        out[RO_SSIM / 2] = s[512];
+        readout[RO_L1] = f32_bits(s[0]);
+        readout[RO_L1 + 1] = f32_bits(s[256]);
+        readout[RO_SQ] = f32_bits(s[512]);
+        readout[RO_SQ + 1] = f32_bits(s[768]);
+        readout[RO_SSIM] = f32_bits(s[1024]);
+        readout[RO_SSIM + 1] = f32_bits(s[1280]);
     }
 }

@@ -13,6 +13,7 @@
 #pragma once
 
 typedef unsigned int u32;
+typedef unsigned short u16;
 typedef int i32;
 typedef unsigned long long u64;
 
@@ -38,6 +39,8 @@ typedef unsigned long long u64;
 #define WARP_ID (threadIdx.x >> 5)
 
 DEVICE float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+// sqrt_rn is IEEE's correctly rounded square root (never an approximation).
+DEVICE float sqrt_rn(float x) { return __fsqrt_rn(x); }
 DEVICE double dmul_rn(double a, double b) { return __dmul_rn(a, b); }
 // fma_f32 is one fused multiply-add a·b + c, rounded once. The engine's kernels do not use it
 // (it would break the bit-compatibility above); it is for ceiling.cu's arithmetic-rate

@@ -23,6 +23,7 @@
 #include <vector>
 
 typedef uint32_t u32;
+typedef uint16_t u16;
 typedef int32_t i32;
 typedef unsigned long long u64;
 
@@ -249,6 +250,8 @@ static u64 warp_op(WarpOp op, u64 val)
 #define WARP_ID (TID >> 5)
 
 DEVICE float mul_rn(float a, float b) { return a * b; }
+// sqrt_rn is IEEE's correctly rounded square root (never an approximation).
+DEVICE float sqrt_rn(float x) { return std::sqrt(x); }
 DEVICE double dmul_rn(double a, double b) { return a * b; }
 // fma_f32 is one fused multiply-add, rounded once as on the GPU (std::fma is exact, whatever
 // -ffp-contract says).

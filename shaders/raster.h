@@ -64,13 +64,13 @@ template <bool RAY, u32 N = BATCH> struct Staged {
 template <bool RAY, u32 N> DEVICE f4 staged_meta(const Staged<RAY, N>& s, u32 j) { return s.pk[j * PK_N(RAY) + PK_N(RAY) - 2u]; }
 template <bool RAY, u32 N> DEVICE f4 staged_color(const Staged<RAY, N>& s, u32 j) { return s.pk[j * PK_N(RAY) + PK_N(RAY) - 1u]; }
 
-// powerCut: the exponent below which o·exp(power) is certainly below amin, in float64 as the
-// CPU computes it; false when the splat can reach amin nowhere (o ≤ 0, NaN, or cut > 0).
-DEVICE bool power_cut(float o, float amin, double& cut)
+// powerCut: the exponent below which o·exp(power) is certainly below amin, in float32 as the
+// CPU computes it (log32); false when the splat can reach amin nowhere (o ≤ 0, NaN, or cut > 0).
+DEVICE bool power_cut(float o, float amin, float& cut)
 {
     if (!(o > 0.0f)) return false;
-    cut = log((double)amin / (double)o) - POWER_SLACK;
-    return cut <= 0.0;
+    cut = log32(amin / o) - POWER_SLACK;
+    return cut <= 0.0f;
 }
 
 // EWA exponent −½(a·dx² + c·dy²) − b·dx·dy at pixel (x, y), as raster's ewaRow/ewaPower.
@@ -125,7 +125,7 @@ DEVICE void stage_splat(const Raster& rp, u32 id, u32 j, const GPTR float* opaci
 {
     f4* pk = s.pk + j * PK_N(RAY);
     float o = opacity[id];
-    double cut;
+    float cut;
     if (!power_cut(o, rp.alphaMin, cut)) {
         pk[PK_N(RAY) - 2u] = make_f4(0.0f, 0.0f, 0.0f, 0.0f);
         return;
@@ -138,10 +138,10 @@ DEVICE void stage_splat(const Raster& rp, u32 id, u32 j, const GPTR float* opaci
         pk[1] = make_f4(A[1], A[2], A[3], A[4]);
         pk[2] = make_f4(A[5], A[6], A[7], A[8]);
         float uu = mul_rn(u0, u0) + mul_rn(u1, u1) + mul_rn(u2, u2);
-        pk[3] = make_f4(uu, o, (float)(-2.0 * cut), 1.0f);
+        pk[3] = make_f4(uu, o, mul_rn(-2.0f, cut), 1.0f);
     } else {
         pk[0] = make_f4(mean2d[id * 2], mean2d[id * 2 + 1], conic[id * 3], conic[id * 3 + 1]);
-        pk[1] = make_f4(conic[id * 3 + 2], o, (float)cut, 1.0f);
+        pk[1] = make_f4(conic[id * 3 + 2], o, cut, 1.0f);
     }
 }
 

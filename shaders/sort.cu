@@ -8,25 +8,27 @@
 // per splat instead of once per entry.
 //
 // Both kernels: blocks of exactly 256 threads, a grid sized for the most elements there can
-// be; block b owns elements [4096b, 4096b+4096) of the m = *count elements (a device word: the
+// be; block b owns elements [3072b, 3072b+3072) of the m = *count elements (a device word: the
 // counts come from earlier kernels); nothing runs when readout[RO_ABORT] is set.
 // sort_hist: hist [256*nb] u32 digit-major: hist[d*nb + b] = count of digit d in block b.
 // (The host scans hist exclusively into offsets.)
 // sort_scatter: writes every element to offsets[d*nb + b] plus its rank among the elements of
-//   its block with the same digit, in element order. It ranks in 16 rounds of 256 elements,
+//   its block with the same digit, in element order. It ranks in 12 rounds of 256 elements,
 //   each ranked within its warp by a multisplit on ballots and across warps through shared
 //   counts, but does not store straight to global memory: with random digits a warp's 32
 //   stores would land in ~32 different runs, each 4-byte store costing a whole 32-byte sector
 //   (keys and values both). Instead it places the block's elements in shared memory in their
 //   sorted local order (digit d's run starting at the block's count of smaller digits, read
 //   off neighbouring offsets), then writes them out in that order, so consecutive threads
-//   store consecutive addresses within each digit's run. Shared memory: 32 KB of staged keys
-//   and values plus 9 KB of counts and offsets, under the 48 KB a block may declare statically.
+//   store consecutive addresses within each digit's run. Shared memory: 24 KB of staged keys
+//   and values plus 5 KB of counts and offsets, under the 32 KB that Metal allows a
+//   threadgroup (12 rounds, not 16, and 16-bit round counts: a warp's count of a digit is at
+//   most 32 and a running offset less than SORT_CHUNK).
 #include "prelude_cuda.h"
 #include "readout.h"
 
 #define SORT_THREADS 256u
-#define SORT_ROUNDS 16u
+#define SORT_ROUNDS 12u
 #define SORT_CHUNK (SORT_THREADS * SORT_ROUNDS)
 
 KERNEL sort_hist(const GPTR u32* keys, const GPTR u32* readout, const GPTR u32* count, u32 shift, u32 nb,
@@ -53,7 +55,7 @@ KERNEL sort_scatter(const GPTR u32* keysIn, const GPTR u32* valsIn, GPTR u32* ke
     if (readout[RO_ABORT]) return;
     SHARED u32 skeys[SORT_CHUNK]; // the block's elements in their sorted local order
     SHARED u32 svals[SORT_CHUNK];
-    SHARED u32 wcnt[8 * 256]; // [warp][digit]: a round's counts, then their running offsets
+    SHARED u16 wcnt[8 * 256]; // [warp][digit]: a round's counts, then their running offsets
     SHARED u32 gdelta[256];   // global position of local position i of digit d: gdelta[d] + i
     SHARED u32 wsum[8];
     u32 m = *count;
@@ -93,14 +95,14 @@ KERNEL sort_scatter(const GPTR u32* keysIn, const GPTR u32* valsIn, GPTR u32* ke
             peers &= bit ? set : ~set;
         }
         u32 rank = popc(peers & below);
-        for (u32 w = 0; w < 8u; w++) wcnt[w * 256u + TID] = 0u;
+        for (u32 w = 0; w < 8u; w++) wcnt[w * 256u + TID] = (u16)0u;
         BARRIER();
-        if (ok && rank == 0u) wcnt[warp * 256u + d] = popc(peers);
+        if (ok && rank == 0u) wcnt[warp * 256u + d] = (u16)popc(peers);
         BARRIER();
         // Digit TID's elements of this round go after those of earlier rounds, warp by warp.
         for (u32 w = 0; w < 8u; w++) {
             u32 c = wcnt[w * 256u + TID];
-            wcnt[w * 256u + TID] = next;
+            wcnt[w * 256u + TID] = (u16)next;
             next += c;
         }
         BARRIER();

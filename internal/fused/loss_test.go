@@ -15,7 +15,7 @@ import (
 // loss.cu's 16×16 tiles and the SSIM window's radius of 5: smaller than a tile or the radius
 // either way, exact and inexact multiples of the tile, several tiles each way. The pixel
 // gradient must be the CPU engine's bit for bit (the tile borders and the image borders are
-// where a tiled filter would go wrong), the three float64 sums the CPU's up to summation
+// where a tiled filter would go wrong), the three two-float sums the CPU's up to summation
 // order. With the abort flag set, the stage must write neither.
 func TestLossStageSizes(t *testing.T) {
 	dev, _ := testDevice(t)
@@ -130,7 +130,7 @@ func checkLossStage(t *testing.T, fe *Engine, seed uint64, w, h int) {
 	for _, s := range []struct {
 		name      string
 		got, want float64
-	}{{"l1", back.f64(roL1) / n, res.L1}, {"mse", back.f64(roSq) / n, res.MSE}, {"ssim", back.f64(roSSIM) / n, ssim}} {
+	}{{"l1", back.sum(roL1) / n, res.L1}, {"mse", back.sum(roSq) / n, res.MSE}, {"ssim", back.sum(roSSIM) / n, ssim}} {
 		if d := math.Abs(s.got - s.want); !(d <= 1e-12*max(1, math.Abs(s.want))) {
 			t.Errorf("%s %.17g, cpu %.17g", s.name, s.got, s.want)
 		}

@@ -11,9 +11,9 @@ const (
 	roEntries   = 1
 	roAbort     = 2
 	roNonFinite = 3
-	roL1        = 4  // float64 in words 4,5
-	roSq        = 6  // float64 in words 6,7
-	roSSIM      = 8  // float64 in words 8,9
+	roL1        = 4  // two-float sum in words 4,5
+	roSq        = 6  // two-float sum in words 6,7
+	roSSIM      = 8  // two-float sum in words 8,9
 	roBig       = 10 // splats bin_count queued for a warp each
 	roBigBits   = 11 // words of hit bits they asked for (bin.cu)
 	roWords     = 16
@@ -22,8 +22,10 @@ const (
 // readout is the step's readout block as read back.
 type readout [roWords]uint32
 
-func (r *readout) f64(word int) float64 {
-	return math.Float64frombits(uint64(r[word]) | uint64(r[word+1])<<32)
+// sum is the two-float sum at word: float32 hi in word, lo in word+1 (the kernels have no
+// float64, which Metal lacks; hi + lo carries about 48 bits).
+func (r *readout) sum(word int) float64 {
+	return float64(math.Float32frombits(r[word])) + float64(math.Float32frombits(r[word+1]))
 }
 
 func readoutFromBytes(b []byte) readout {

@@ -6,8 +6,8 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 )
 
-// sortChunk is the elements one sort block owns (shaders/sort.cu: 256 threads × 16 rounds).
-const sortChunk = 4096
+// sortChunk is the elements one sort block owns (shaders/sort.cu: 256 threads × 12 rounds).
+const sortChunk = 3072
 
 func sortBlocks(elements int) int { return max((elements+sortChunk-1)/sortChunk, 1) }
 

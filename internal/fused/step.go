@@ -330,11 +330,11 @@ func (e *Engine) complete(q *inflight, ro *readout) error {
 // lossResult turns the readout's sums into the loss and its components (internal/loss's Loss).
 func lossResult(kind loss.Kind, lambda float32, ro *readout, values int) (l, l1, mse, ssim float64) {
 	n := float64(values)
-	l1, mse = ro.f64(roL1)/n, ro.f64(roSq)/n
+	l1, mse = ro.sum(roL1)/n, ro.sum(roSq)/n
 	ssim = math.NaN()
 	lam := float64(lambda)
 	if kind.UsesSSIM() {
-		ssim = ro.f64(roSSIM) / n
+		ssim = ro.sum(roSSIM) / n
 	}
 	switch kind {
 	case loss.L1SSIM:

@@ -3,6 +3,7 @@ package prep
 import (
 	"math"
 
+	"github.com/rlxsplat/rlxsplat/internal/fmath"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
 
@@ -13,11 +14,36 @@ import (
 type vec3[F splat.Float] = [3]F
 type mat3[F splat.Float] = [3][3]F
 
-func exp[F splat.Float](x F) F  { return F(math.Exp(float64(x))) }
-func sqrt[F splat.Float](x F) F { return F(math.Sqrt(float64(x))) }
-func log[F splat.Float](x F) F  { return F(math.Log(float64(x))) }
+// exp, log and sigmoid are fmath's float32 functions in the engine's float32
+// instantiation, bit for bit what the kernels compute (shaders/common.h), and
+// math's in float64 for the finite-difference checks. sqrt is correctly
+// rounded either way (float64 has more than 2·24+2 bits, so the float32
+// rounding of math.Sqrt is IEEE's float32 square root, the kernels' sqrt_rn).
+func exp[F splat.Float](x F) F {
+	if isF32[F]() {
+		return F(fmath.Exp(float32(x)))
+	}
+	return F(math.Exp(float64(x)))
+}
 
-func sigmoid[F splat.Float](x F) F { return F(1 / (1 + math.Exp(-float64(x)))) }
+func sqrt[F splat.Float](x F) F { return F(math.Sqrt(float64(x))) }
+
+func log[F splat.Float](x F) F {
+	if isF32[F]() {
+		return F(fmath.Log(float32(x)))
+	}
+	return F(math.Log(float64(x)))
+}
+
+func sigmoid[F splat.Float](x F) F {
+	if isF32[F]() {
+		return F(fmath.Sigmoid(float32(x)))
+	}
+	return F(1 / (1 + math.Exp(-float64(x))))
+}
+
+// isF32 reports whether F is float32 (which cannot tell 1 from 1+1e-9).
+func isF32[F splat.Float]() bool { return F(1+1e-9) == 1 }
 
 func mulMV[F splat.Float](m *mat3[F], v vec3[F]) vec3[F] {
 	return vec3[F]{

@@ -3,6 +3,7 @@ package raster
 import (
 	"math"
 
+	"github.com/rlxsplat/rlxsplat/internal/fmath"
 	"github.com/rlxsplat/rlxsplat/internal/prep"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
@@ -23,10 +24,16 @@ const powerSlack = 1e-3
 const cropInflate = 1.01
 
 // powerCut returns the exponent below which o·exp(power) is certainly below
-// amin; +Inf when the splat can never reach it (o ≤ 0 or NaN).
+// amin; +Inf when the splat can never reach it (o ≤ 0 or NaN). The engine's
+// float32 instantiation computes it in float32 (fmath.Log), as the kernels
+// do (shaders/raster.h power_cut), so the result is a float32 value; the
+// float64 checks keep math.Log.
 func powerCut[F splat.Float](o, amin F) float64 {
 	if !(o > 0) {
 		return math.Inf(1)
+	}
+	if F(1+1e-9) == 1 {
+		return float64(fmath.Log(float32(amin)/float32(o)) - float32(powerSlack))
 	}
 	return math.Log(float64(amin)/float64(o)) - powerSlack
 }
@@ -80,43 +87,12 @@ func ewaRowStart[F splat.Float](s *ewaSplat[F], hb, hc F, x int) (dx, g, r F) {
 	return dx, expF(power), expF(-(s.ha*(2*dx+1) + hb))
 }
 
-// exp32 returns e^x to float32 accuracy, in float32 arithmetic alone. It is
-// the rasterizer's hottest operation (one per pixel a splat can blend into,
-// on the CPU and in shaders/common.h's twin, which must give the same bits),
-// and on a GPU float64 runs at half the float32 rate at best, its conversions
-// slower still. With x = n·ln2 + r, |r| ≤ ln2/2, e^x = 2ⁿ·e^r: n is rounded
-// by adding 1.5·2²³ (whose float32 ulp is 1), r is reduced with ln2 split in
-// two (Cody and Waite: n·ln2Hi is exact), and e^r = 1 + r + r²·P(r) with
-// Cephes' degree-5 minimax P; within one float32 ulp of e^x (TestExp32).
-// Every product is rounded on its own (float32(...)), so that no compiler
-// fuses it into a multiply-add the GPU would not do. Results below e^−87
-// (near float32's smallest normal) and NaN give 0; from e^88 on it is
-// math.Exp's, rounded.
-func exp32(x float32) float32 {
-	const (
-		log2e = float32(1.44269504088896341)
-		round = float32(12582912) // 1.5·2²³
-		ln2Hi = float32(0.693359375)
-		ln2Lo = float32(-2.12194440e-4)
-	)
-	if !(x > -87) {
-		return 0
-	}
-	if !(x < 88) {
-		return float32(math.Exp(float64(x)))
-	}
-	j := float32(x*log2e) + round
-	nf := j - round
-	n := int32(math.Float32bits(j) - math.Float32bits(round)) // |n| ≤ 127
-	r := (x - float32(nf*ln2Hi)) - float32(nf*ln2Lo)
-	p := float32(float32(1.9875691500e-4)*r) + 1.3981999507e-3
-	p = float32(p*r) + 8.3334519073e-3
-	p = float32(p*r) + 4.1665795894e-2
-	p = float32(p*r) + 1.6666665459e-1
-	p = float32(p*r) + 5.0000001201e-1
-	y := (float32(p*float32(r*r)) + r) + 1
-	return float32(y * math.Float32frombits(uint32(n+127)<<23))
-}
+// exp32 returns e^x to float32 accuracy, in float32 arithmetic alone
+// (fmath.Exp; shaders/common.h's exp32 gives the same bits). It is the
+// rasterizer's hottest operation (one per pixel a splat can blend into), and
+// on a GPU float64 runs at half the float32 rate at best, its conversions
+// slower still.
+func exp32(x float32) float32 { return fmath.Exp(x) }
 
 // ewaSplat is one splat's EWA data, loaded once per tile.
 type ewaSplat[F splat.Float] struct {

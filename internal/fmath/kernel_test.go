@@ -1,0 +1,103 @@
+package fmath
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io/fs"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/rlxsplat/rlxsplat/shaders"
+)
+
+// harness evaluates shaders/common.h's functions on float32 bit patterns read from stdin,
+// writing exp32, log32, sigmoidd, sqrtd of each to stdout.
+const harness = `#include "prelude_emu.h"
+#include "common.h"
+int main()
+{
+    u32 b;
+    while (fread(&b, 4, 1, stdin) == 1) {
+        float x = bits_f32(b);
+        float o[4] = {exp32(x), log32(x), sigmoidd(x), sqrtd(x)};
+        fwrite(o, 4, 4, stdout);
+    }
+    return 0;
+}
+`
+
+// TestKernelTwins compiles the kernels' exp32, log32, sigmoidd and sqrtd with g++ through the
+// host emulator's prelude (as the emulated engine does: no contraction) and requires the bits
+// of this package's functions on special values, every exponent and random inputs.
+func TestKernelTwins(t *testing.T) {
+	if _, err := exec.LookPath("g++"); err != nil {
+		t.Skip("no g++ to compile the kernel functions on the host")
+	}
+	dir := t.TempDir()
+	for _, name := range []string{"prelude_emu.h", "common.h"} {
+		b, err := fs.ReadFile(shaders.Sources(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src, bin := filepath.Join(dir, "twins.cpp"), filepath.Join(dir, "twins")
+	if err := os.WriteFile(src, []byte(harness), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("g++", "-std=c++17", "-O1", "-ffp-contract=off", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("g++: %v\n%s", err, out)
+	}
+	var xs []float32
+	for _, x := range []float64{0, math.Copysign(0, -1), 1, -1, 0.5, 2, 88, 88.72, 88.73, 89, -87, -87.5, -89, 1e-45, 1e-40,
+		math.MaxFloat32, math.Inf(1), math.Inf(-1), math.NaN(), 1.41421356, 0.70710678} {
+		xs = append(xs, float32(x))
+	}
+	for e := uint32(0); e < 256; e++ {
+		xs = append(xs, math.Float32frombits(e<<23|0x2a5a5a), math.Float32frombits(e<<23|0x80000000|0x155555))
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		xs = append(xs, math.Float32frombits(rng.Uint32()), float32(rng.NormFloat64()*10), rng.Float32()*4)
+	}
+	in := make([]byte, 4*len(xs))
+	for i, x := range xs {
+		binary.LittleEndian.PutUint32(in[4*i:], math.Float32bits(x))
+	}
+	cmd := exec.Command(bin)
+	cmd.Stdin = bytesReader(in)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 16*len(xs) {
+		t.Fatalf("harness wrote %d bytes, want %d", len(out), 16*len(xs))
+	}
+	bad := 0
+	for i, x := range xs {
+		want := [4]float32{Exp(x), Log(x), Sigmoid(x), float32(math.Sqrt(float64(x)))}
+		for k, name := range []string{"exp32", "log32", "sigmoidd", "sqrtd"} {
+			got := math.Float32frombits(binary.LittleEndian.Uint32(out[16*i+4*k:]))
+			if want[k] != want[k] && got != got {
+				continue // NaN both: payloads may differ
+			}
+			if math.Float32bits(got) != math.Float32bits(want[k]) {
+				if bad < 10 {
+					t.Errorf("%s(%v) = %v (%#x), Go twin %v (%#x)", name, x, got, math.Float32bits(got), want[k], math.Float32bits(want[k]))
+				}
+				bad++
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d results differ from the Go twins", bad)
+	}
+}
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
