@@ -20,19 +20,8 @@
 #include "common.h"
 #include "readout.h"
 
-struct AdamGroup {
-    float stepSize;   // lr / (1 − β1ᵗ)
-    float invSqrtBc2; // 1 / sqrt(1 − β2ᵗ)
-    float clip;       // |g| ≤ clip; 0 = off
-    float pad;
-};
-
-// AdamP is passed by value (internal/fused/adam.go): 6 groups then 8 words, 128 bytes.
-struct AdamP {
-    AdamGroup g[6];
-    float b1, b2, c1, c2, eps;
-    u32 n, visibleOnly, pad;
-};
+// AdamP and its AdamGroup (passed by value: one step's sizes and corrections) are declared in
+// abi.h.
 
 // |g| < 2⁶⁴ has a finite float32 square (internal/adam's gradLimit).
 #define GRAD_LIMIT 18446744073709551616.0f

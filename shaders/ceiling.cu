@@ -4,13 +4,13 @@
 // Nothing here is part of a training step.
 //
 // ceiling_copy: dst[i] = src[i] for i < n, a grid-stride loop over any 1-D grid. Each sweep
-//   covers 4·T elements (T = NBLOCKS·BDIM threads): thread t copies elements base + t + k·T,
+//   covers 4·T elements (T = nblocks·bdim threads): thread t copies elements base + t + k·T,
 //   k = 0..3, so that every warp access is 32 consecutive floats (coalesced) and each thread
 //   has four independent loads in flight before it stores. The elements after the last whole
 //   sweep go one per thread. The host keeps n + 4·T below 2³².
 //   src [n] f32 (read), dst [n] f32 (written); they must not overlap.
 //
-// ceiling_fma: one thread per element of out, i = BID*BDIM + TID (the grid covers out
+// ceiling_fma: one thread per element of out, i = bid·bdim + tid (the grid covers out
 //   exactly). Each thread runs 8 independent chains a ← fma(a, x, y) in registers, 64 fused
 //   multiply-adds per iteration of iters iterations (8 chains × 8 steps, written out, so that
 //   loop overhead is a small share of the issued instructions and no chain waits on another),
@@ -19,11 +19,16 @@
 //   y/(1−x) and never overflow or go subnormal.
 //   out [NBLOCKS·BDIM] f32 (written)
 #include "prelude_cuda.h"
+#include "abi.h"
+#include "entries/ceiling.h"
 
-KERNEL ceiling_copy(const GPTR float* src, GPTR float* dst, u32 n)
+DEVICE void ceiling_copy_body(Thr th, ceiling_copy_args a)
 {
-    u32 threads = NBLOCKS * BDIM;
-    u32 t = BID * BDIM + TID;
+    const GPTR float* src = a.src;
+    GPTR float* dst = a.dst;
+    u32 n = a.n;
+    u32 threads = th.nblocks * th.bdim;
+    u32 t = th.bid * th.bdim + th.tid;
     u32 sweep = 4u * threads;
     u32 full = n - n % sweep;
     for (u32 base = 0; base < full; base += sweep) {
@@ -53,12 +58,13 @@ DEVICE void fma8(float* a, float x, float y)
     a[7] = fma_f32(a[7], x, y);
 }
 
-KERNEL ceiling_fma(u32 iters, float x, float y, GPTR float* out)
+DEVICE void ceiling_fma_body(Thr th, ceiling_fma_args p)
 {
-    u32 i = BID * BDIM + TID;
+    float x = p.x, y = p.y;
+    u32 i = th.bid * th.bdim + th.tid;
     float a[8];
-    for (int k = 0; k < 8; k++) a[k] = (float)(TID + (u32)k) * 1e-3f;
-    for (u32 it = 0; it < iters; it++) {
+    for (int k = 0; k < 8; k++) a[k] = (float)(th.tid + (u32)k) * 1e-3f;
+    for (u32 it = 0; it < p.iters; it++) {
         fma8(a, x, y);
         fma8(a, x, y);
         fma8(a, x, y);
@@ -68,5 +74,5 @@ KERNEL ceiling_fma(u32 iters, float x, float y, GPTR float* out)
         fma8(a, x, y);
         fma8(a, x, y);
     }
-    out[i] = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+    p.out[i] = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
 }

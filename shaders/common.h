@@ -19,20 +19,9 @@
 #define SH_COEFFS 16
 #define SH_STRIDE 48
 
-// Cam is one view's camera and projection settings, passed by value. The Go side
-// (internal/fused/cam.go) writes it field by field in this order: 35 four-byte words.
-struct Cam {
-    float R[9];      // world-to-camera rotation, row-major (float32 as prep.Cam holds it)
-    float T[3];
-    float fx, fy, cx, cy;
-    float center[3]; // camera centre in world coordinates
-    float limXNeg, limXPos, limYNeg, limYPos; // EWA Jacobian clamp (prep.NewCam)
-    float nearZ;       // cull z below this
-    float radiusScale; // ray model: sigma = radiusScale * exp(log_scale)
-    float alphaMin;    // float32(prep.AlphaMin)
-    i32 W, H, tileSize, tilesX, tilesY;
-    i32 model, shDegree, antialiased, n;
-};
+// Cam (one view's camera and projection settings, passed by value) and PARAM_FLOATS are
+// declared in abi.h, generated from internal/fused/abi/spec with the host's side.
+#include "abi.h"
 
 // Packed parameter layout (the same for parameters, gradients and both Adam moments): for
 // n splats, means [n,3] at 0, log_scales [n,3] at 3n, quats [n,4] at 6n, opacity logits [n]
@@ -42,7 +31,6 @@ struct Cam {
 #define OFF_QUATS(n) (6u * (n))
 #define OFF_OPAC(n) (10u * (n))
 #define OFF_SH(n) (11u * (n))
-#define PARAM_FLOATS 59u
 
 DEVICE bool f32_nan(float x) { return x != x; }
 DEVICE bool f32_finite(float x) { return x - x == 0.0f; }

@@ -11,11 +11,12 @@
 //   src [59·oldN] f32, dst [59·newN] f32 (distinct buffers), srcIdx [newN] i32 < oldN.
 #include "prelude_cuda.h"
 #include "common.h"
+#include "entries/edit.h"
 
-KERNEL gather_rows(const GPTR float* src, GPTR float* dst, const GPTR i32* srcIdx, u32 oldN, u32 newN, u32 fresh,
-                   u32 zeroFresh)
+DEVICE void gather_rows_body(Thr th, gather_rows_args a)
 {
-    u32 t = BID * BDIM + TID;
+    u32 oldN = a.oldN, newN = a.newN;
+    u32 t = th.bid * th.bdim + th.tid;
     if (t >= PARAM_FLOATS * newN) return;
     u32 k = t / newN, j = t - k * newN;
     // Field of element k of a splat's 59: its offset (in splats) and width in the packed layout.
@@ -32,10 +33,10 @@ KERNEL gather_rows(const GPTR float* src, GPTR float* dst, const GPTR i32* srcId
         off = 11u, width = 48u, comp = k - 11u;
     }
     u32 d = off * newN + j * width + comp;
-    if (zeroFresh && j >= fresh) {
-        dst[d] = 0.0f;
+    if (a.zeroFresh && j >= a.fresh) {
+        a.dst[d] = 0.0f;
         return;
     }
-    u32 s = (u32)srcIdx[j];
-    dst[d] = src[off * oldN + s * width + comp];
+    u32 s = (u32)a.srcIdx[j];
+    a.dst[d] = a.src[off * oldN + s * width + comp];
 }

@@ -2,7 +2,8 @@
 // that the CUDA backend falls back to on machines without NVRTC.
 //
 // Layout: NAME.cu are kernel translation units (one per pipeline stage, plus selftest.cu for
-// the device layer's own tests); headers they include with `#include "x.h"` sit beside them;
+// the device layer's own tests); headers they include with `#include "x.h"` sit beside them,
+// generated entry points in entries/NAME.h;
 // ptx/NAME.ptx is NAME.cu compiled to PTX by internal/gpu/cmd/genptx (`make ptx`), with the
 // SHA-256 of the source it was built from in its header. A test fails when a PTX file is
 // stale or missing, so the fallback can never silently run old code.
@@ -16,10 +17,11 @@ import (
 	"io/fs"
 )
 
-// Headers (*.h) are embedded with the units: the preludes, and the bodies several units share.
+// Headers (*.h) are embedded with the units: the preludes, the bodies several units share, and
+// the generated interface (abi.h, entries/UNIT.h: internal/fused/abi/gen writes them).
 // Add `*.metal` here when the Metal sources land.
 //
-//go:embed *.cu *.h ptx
+//go:embed *.cu *.h entries ptx
 var files embed.FS
 
 // Sources is the directory of kernel sources (NAME.cu at its root).

@@ -37,7 +37,7 @@ func TestPTXUpToDate(t *testing.T) {
 		}
 		// The check must be live: the same PTX against a changed source is refused.
 		changed := src
-		changed.Code += "\n// changed\n"
+		changed.Code += "\nstatic int changed;\n"
 		if _, _, err := driver.LoadPrebuilt(PTX(), changed); !errors.Is(err, driver.ErrStalePrebuilt) {
 			t.Errorf("%s: a changed source is not reported as stale (err = %v)", name, err)
 		}

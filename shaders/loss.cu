@@ -58,12 +58,7 @@
 #define PLANE (SPAN * SPAN + 1u)    // 677: floats per staged plane (odd: see above)
 #define HPX (TILE * SPAN)           // 416: horizontal-pass outputs per plane (13 warps' worth)
 
-// LossP is passed by value (internal/fused/loss.go): 17 four-byte words.
-struct LossP {
-    i32 W, H, kind, ssim;
-    float pointCoef, ssimCoef;
-    float kern[11];
-};
+// LossP (passed by value: the coefficients and window) is declared in abi.h.
 
 // TileAt is the tile of block BID and the pixel thread TID owns in it.
 struct TileAt {

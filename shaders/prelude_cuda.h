@@ -17,6 +17,9 @@ typedef unsigned short u16;
 typedef int i32;
 typedef unsigned long long u64;
 
+// The backend macro selects each unit's entry wrappers (shaders/entries/, generated).
+#define RLX_BACKEND_CUDA 1
+
 #define KERNEL extern "C" __global__ void
 // BOUNDS(threads, blocks) after KERNEL promises blocks of at most `threads` threads and asks the
 // compiler to fit `blocks` of them on a multiprocessor (it caps the registers to do so). Only
@@ -25,8 +28,10 @@ typedef unsigned long long u64;
 #define DEVICE static __device__ __forceinline__
 // GPTR qualifies pointers to device (global) memory; empty on CUDA, `device` on Metal.
 #define GPTR
-// SHARED declares a block-shared (threadgroup) array at kernel scope.
+// SHARED declares a block-shared (threadgroup) array at kernel scope; SPTR qualifies pointers
+// to such arrays (empty on CUDA, `threadgroup` on Metal).
 #define SHARED __shared__
+#define SPTR
 
 #define TID (threadIdx.x)
 #define BDIM (blockDim.x)
@@ -37,6 +42,13 @@ typedef unsigned long long u64;
 #define WARP 32u
 #define LANE (threadIdx.x & 31u)
 #define WARP_ID (threadIdx.x >> 5)
+
+// Thr is a thread's place in its launch, built by the generated entry wrappers (Metal passes
+// these as kernel parameters, so bodies and the helpers they call take th instead of reading
+// TID, LANE and friends). 1-D: tid < bdim, bid < nblocks, lane = tid mod 32, warp = tid / 32.
+struct Thr {
+    u32 tid, bid, bdim, nblocks, lane, warp;
+};
 
 DEVICE float mul_rn(float a, float b) { return __fmul_rn(a, b); }
 // sqrt_rn is IEEE's correctly rounded square root (never an approximation).
@@ -116,6 +128,16 @@ DEVICE u32 warp_exscan_u32(u32 x)
     for (u32 o = 1; o < 32; o <<= 1) {
         u32 y = __shfl_up_sync(0xffffffffu, s, o);
         if (lane >= o) s += y;
+    }
+    return s - x;
+}
+
+DEVICE u32 warp_exscan_u32(Thr th, u32 x)
+{
+    u32 s = x;
+    for (u32 o = 1; o < 32; o <<= 1) {
+        u32 y = __shfl_up_sync(0xffffffffu, s, o);
+        if (th.lane >= o) s += y;
     }
     return s - x;
 }

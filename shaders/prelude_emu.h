@@ -32,6 +32,11 @@ using std::floor;
 using std::log;
 using std::sqrt;
 
+// Thr: see prelude_cuda.h.
+struct Thr {
+    u32 tid, bid, bdim, nblocks, lane, warp;
+};
+
 namespace emu {
 
 enum State { RUNNABLE, AT_BARRIER, AT_WARP, FINISHED };
@@ -222,6 +227,28 @@ static void launch(void (*fn)(A...), const u32* dims, void** args)
     }
 }
 
+// launch_body runs body on a 1-D grid for every thread of every block (dims as for launch),
+// handing each its Thr: the generated entry wrappers (shaders/entries/) use it.
+template <class F>
+static void launch_body(const u32* dims, const F& body)
+{
+    Block& b = blk();
+    b.nblocks = dims[0] * (dims[1] ? dims[1] : 1) * (dims[2] ? dims[2] : 1);
+    b.bdim = dims[3];
+    if (b.fibers.size() < b.bdim) {
+        b.fibers.resize(b.bdim);
+        b.stacks.resize((size_t)b.bdim * kStack);
+    }
+    b.body = [&]() {
+        u32 t = b.cur->tid;
+        body(Thr{t, b.bid, b.bdim, b.nblocks, t & 31u, t >> 5});
+    };
+    for (u32 bid = 0; bid < b.nblocks; bid++) {
+        b.bid = bid;
+        run_block();
+    }
+}
+
 static u64 warp_op(WarpOp op, u64 val)
 {
     Fiber* f = blk().cur;
@@ -233,11 +260,14 @@ static u64 warp_op(WarpOp op, u64 val)
 
 } // namespace emu
 
+#define RLX_BACKEND_EMU 1
+
 #define KERNEL extern "C" void
 #define DEVICE static inline
 #define BOUNDS(threads, blocks)
 #define GPTR
 #define SHARED static
+#define SPTR
 
 #define TID (emu::blk().cur->tid)
 #define BDIM (emu::blk().bdim)
@@ -301,6 +331,7 @@ DEVICE float warp_sum16_spread(float* v)
 }
 DEVICE u32 warp_sum_u32(u32 x) { return (u32)emu::warp_op(emu::OP_SUMU, x); }
 DEVICE u32 warp_exscan_u32(u32 x) { return (u32)emu::warp_op(emu::OP_EXSCAN, x); }
+DEVICE u32 warp_exscan_u32(Thr, u32 x) { return warp_exscan_u32(x); }
 
 DEVICE float atom_add_f32(float* p, float v)
 {

@@ -5,13 +5,9 @@
 // decision lives here once, with the CPU's rounding.
 #pragma once
 
-// Raster is passed by value; internal/fused/args.go (rasterBytes) writes it: 12 four-byte words.
-struct Raster {
-    i32 W, H, tileSize, tilesX;
-    i32 model, maxSteps, pad0, pad1; // model: unread here, the host picks raster_*_ewa or _ray
-    float bg[3];
-    float alphaMin; // float32(prep.AlphaMin)
-};
+// Raster (the launch parameters, passed by value) is declared in abi.h, generated with the
+// host's side from internal/fused/abi/spec.
+#include "abi.h"
 
 // Splats staged per batch; a block has at least as many threads as a tile has pixels, rounded
 // up to whole warps.

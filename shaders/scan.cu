@@ -13,59 +13,57 @@
 //   its elements. It replaces scanning the block sums (a launch or more) and scan_add when the
 //   sums are few (the host's choice: every block reads all the sums before its own).
 #include "prelude_cuda.h"
+#include "abi.h"
+#include "entries/scan.h"
 
-#define SCAN_BLOCK 1024u
-
-KERNEL scan_blocks(const GPTR u32* in, GPTR u32* out, u32 n, GPTR u32* blockSums)
+DEVICE void scan_blocks_body(Thr th, scan_blocks_args a, SPTR u32* warpTot)
 {
-    SHARED u32 warpTot[8];
-    u32 base = BID * SCAN_BLOCK + TID * 4u;
+    u32 base = th.bid * SCAN_BLOCK + th.tid * 4u;
     u32 v[4];
     u32 s = 0;
     for (u32 k = 0; k < 4u; k++) {
         u32 idx = base + k;
-        v[k] = idx < n ? in[idx] : 0u;
+        v[k] = idx < a.n ? a.in[idx] : 0u;
         s += v[k];
     }
-    u32 ex = warp_exscan_u32(s);
-    if (LANE == 31u) warpTot[WARP_ID] = ex + s;
+    u32 ex = warp_exscan_u32(th, s);
+    if (th.lane == 31u) warpTot[th.warp] = ex + s;
     BARRIER();
-    if (TID < 32u) {
-        u32 w = TID < 8u ? warpTot[TID] : 0u;
-        u32 e = warp_exscan_u32(w);
-        if (TID < 8u) warpTot[TID] = e;
-        if (TID == 7u) blockSums[BID] = e + w;
+    if (th.tid < 32u) {
+        u32 w = th.tid < 8u ? warpTot[th.tid] : 0u;
+        u32 e = warp_exscan_u32(th, w);
+        if (th.tid < 8u) warpTot[th.tid] = e;
+        if (th.tid == 7u) a.blockSums[th.bid] = e + w;
     }
     BARRIER();
-    u32 run = warpTot[WARP_ID] + ex;
+    u32 run = warpTot[th.warp] + ex;
     for (u32 k = 0; k < 4u; k++) {
         u32 idx = base + k;
-        if (idx < n) out[idx] = run;
+        if (idx < a.n) a.out[idx] = run;
         run += v[k];
     }
 }
 
-KERNEL scan_add(GPTR u32* out, u32 n, const GPTR u32* blockOffsets)
+DEVICE void scan_add_body(Thr th, scan_add_args a)
 {
-    u32 i = BID * BDIM + TID;
-    if (i >= n) return;
-    out[i] += blockOffsets[i / SCAN_BLOCK];
+    u32 i = th.bid * th.bdim + th.tid;
+    if (i >= a.n) return;
+    a.out[i] += a.blockOffsets[i / SCAN_BLOCK];
 }
 
-KERNEL scan_add_sums(GPTR u32* out, u32 n, const GPTR u32* blockSums)
+DEVICE void scan_add_sums_body(Thr th, scan_add_sums_args a, SPTR u32* warpTot)
 {
-    SHARED u32 warpTot[8];
     u32 part = 0;
-    for (u32 j = TID; j < BID; j += BDIM) part += blockSums[j];
+    for (u32 j = th.tid; j < th.bid; j += th.bdim) part += a.blockSums[j];
     // Integer sums are exact in any order: a warp's total is its last lane's inclusive scan.
-    u32 ex = warp_exscan_u32(part);
-    if (LANE == 31u) warpTot[WARP_ID] = ex + part;
+    u32 ex = warp_exscan_u32(th, part);
+    if (th.lane == 31u) warpTot[th.warp] = ex + part;
     BARRIER();
     u32 off = 0;
     for (u32 w = 0; w < 8u; w++) off += warpTot[w];
-    u32 base = BID * SCAN_BLOCK + TID * 4u;
+    u32 base = th.bid * SCAN_BLOCK + th.tid * 4u;
     for (u32 k = 0; k < 4u; k++) {
         u32 idx = base + k;
-        if (idx < n) out[idx] += off;
+        if (idx < a.n) a.out[idx] += off;
     }
 }

@@ -25,67 +25,60 @@
 //   threadgroup (12 rounds, not 16, and 16-bit round counts: a warp's count of a digit is at
 //   most 32 and a running offset less than SORT_CHUNK).
 #include "prelude_cuda.h"
-#include "readout.h"
+#include "abi.h"
+#include "entries/sort.h"
 
-#define SORT_THREADS 256u
-#define SORT_ROUNDS 12u
-#define SORT_CHUNK (SORT_THREADS * SORT_ROUNDS)
-
-KERNEL sort_hist(const GPTR u32* keys, const GPTR u32* readout, const GPTR u32* count, u32 shift, u32 nb,
-                 GPTR u32* hist)
+DEVICE void sort_hist_body(Thr th, sort_hist_args a, SPTR u32* h)
 {
-    if (readout[RO_ABORT]) return;
-    SHARED u32 h[256];
-    u32 m = *count;
-    h[TID] = 0u;
+    if (a.readout[RO_ABORT]) return;
+    u32 m = *a.count;
+    h[th.tid] = 0u;
     BARRIER();
-    u32 base = BID * SORT_CHUNK;
+    u32 base = th.bid * SORT_CHUNK;
     u32 end = m < base + SORT_CHUNK ? m : base + SORT_CHUNK;
-    for (u32 idx = base + TID; idx < end; idx += SORT_THREADS) {
-        u32 d = (keys[idx] >> shift) & 255u;
+    for (u32 idx = base + th.tid; idx < end; idx += SORT_THREADS) {
+        u32 d = (a.keys[idx] >> a.shift) & 255u;
         shared_add_u32(&h[d], 1u);
     }
     BARRIER();
-    hist[TID * nb + BID] = h[TID];
+    a.hist[th.tid * a.nb + th.bid] = h[th.tid];
 }
 
-KERNEL sort_scatter(const GPTR u32* keysIn, const GPTR u32* valsIn, GPTR u32* keysOut, GPTR u32* valsOut,
-                    const GPTR u32* readout, const GPTR u32* count, u32 shift, u32 nb, const GPTR u32* offsets)
+// The block-shared arrays (spec): skeys and svals hold the block's elements in their sorted
+// local order; wcnt [warp][digit] a round's counts, then their running offsets; gdelta[d] + i is
+// the global position of local position i of digit d; wsum the warps' digit-count totals.
+DEVICE void sort_scatter_body(Thr th, sort_scatter_args a, SPTR u32* skeys, SPTR u32* svals, SPTR u16* wcnt,
+                              SPTR u32* gdelta, SPTR u32* wsum)
 {
-    if (readout[RO_ABORT]) return;
-    SHARED u32 skeys[SORT_CHUNK]; // the block's elements in their sorted local order
-    SHARED u32 svals[SORT_CHUNK];
-    SHARED u16 wcnt[8 * 256]; // [warp][digit]: a round's counts, then their running offsets
-    SHARED u32 gdelta[256];   // global position of local position i of digit d: gdelta[d] + i
-    SHARED u32 wsum[8];
-    u32 m = *count;
-    u32 start = BID * SORT_CHUNK;
+    if (a.readout[RO_ABORT]) return;
+    u32 m = *a.count;
+    u32 start = th.bid * SORT_CHUNK;
     if (start >= m) return; // the same for every thread of the block; also m = 0
     u32 n = m - start < SORT_CHUNK ? m - start : SORT_CHUNK;
-    u32 lane = LANE, warp = WARP_ID;
+    u32 lane = th.lane, warp = th.warp;
 
-    // Thread TID owns digit TID. Its count in this block is the difference of two neighbouring
+    // Thread tid owns digit tid. Its count in this block is the difference of two neighbouring
     // offsets (hist is digit-major, so offsets[d*nb + b + 1] follows block b's run of digit d);
     // the last digit needs none, as nothing comes after it in the local order.
-    u32 d0 = TID * nb + BID;
-    u32 goff = offsets[d0];
-    u32 cnt = TID < 255u ? offsets[d0 + 1u] - goff : 0u;
-    u32 local = warp_exscan_u32(cnt);
+    u32 d0 = th.tid * a.nb + th.bid;
+    u32 goff = a.offsets[d0];
+    u32 cnt = th.tid < 255u ? a.offsets[d0 + 1u] - goff : 0u;
+    u32 local = warp_exscan_u32(th, cnt);
     if (lane == 31u) wsum[warp] = local + cnt;
     BARRIER();
     for (u32 w = 0; w < warp; w++) local += wsum[w];
-    gdelta[TID] = goff - local; // mod 2^32: gdelta + i is in range for the digit's i
-    u32 next = local;           // local position of this digit's next element
+    gdelta[th.tid] = goff - local; // mod 2^32: gdelta + i is in range for the digit's i
+    u32 next = local;               // local position of this digit's next element
 
     u32 below = (1u << lane) - 1u;
     for (u32 r = 0; r * SORT_THREADS < n; r++) {
-        u32 idx = start + r * SORT_THREADS + TID;
+        u32 idx = start + r * SORT_THREADS + th.tid;
         bool ok = idx < m;
         u32 key = 0, val = 0, d = 0;
         if (ok) {
-            key = keysIn[idx];
-            val = valsIn[idx];
-            d = (key >> shift) & 255u;
+            key = a.keysIn[idx];
+            val = a.valsIn[idx];
+            d = (key >> a.shift) & 255u;
         }
         // Lanes with the same digit: intersect the ballots of each digit bit.
         u32 peers = warp_ballot(ok);
@@ -95,14 +88,14 @@ KERNEL sort_scatter(const GPTR u32* keysIn, const GPTR u32* valsIn, GPTR u32* ke
             peers &= bit ? set : ~set;
         }
         u32 rank = popc(peers & below);
-        for (u32 w = 0; w < 8u; w++) wcnt[w * 256u + TID] = (u16)0u;
+        for (u32 w = 0; w < 8u; w++) wcnt[w * 256u + th.tid] = (u16)0u;
         BARRIER();
         if (ok && rank == 0u) wcnt[warp * 256u + d] = (u16)popc(peers);
         BARRIER();
-        // Digit TID's elements of this round go after those of earlier rounds, warp by warp.
+        // Digit tid's elements of this round go after those of earlier rounds, warp by warp.
         for (u32 w = 0; w < 8u; w++) {
-            u32 c = wcnt[w * 256u + TID];
-            wcnt[w * 256u + TID] = (u16)next;
+            u32 c = wcnt[w * 256u + th.tid];
+            wcnt[w * 256u + th.tid] = (u16)next;
             next += c;
         }
         BARRIER();
@@ -116,10 +109,10 @@ KERNEL sort_scatter(const GPTR u32* keysIn, const GPTR u32* valsIn, GPTR u32* ke
 
     // Consecutive threads write consecutive local positions, which within a digit's run are
     // consecutive global addresses: the stores coalesce instead of scattering over 256 runs.
-    for (u32 i = TID; i < n; i += SORT_THREADS) {
+    for (u32 i = th.tid; i < n; i += SORT_THREADS) {
         u32 key = skeys[i];
-        u32 pos = gdelta[(key >> shift) & 255u] + i;
-        keysOut[pos] = key;
-        valsOut[pos] = svals[i];
+        u32 pos = gdelta[(key >> a.shift) & 255u] + i;
+        a.keysOut[pos] = key;
+        a.valsOut[pos] = svals[i];
     }
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/rlxsplat/rlxsplat/internal/camera"
 	"github.com/rlxsplat/rlxsplat/internal/engine"
+	"github.com/rlxsplat/rlxsplat/internal/fused/abi"
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 )
 
@@ -21,52 +22,55 @@ func (e *Engine) bin(cam *camera.Camera, shDegree int) error {
 	if e.set.BinMode == engine.BinGPURadiusAABB {
 		conic = 0
 	}
-	cb := gpu.Bytes(camBytes(cam, &e.set, shDegree, n))
-	if err := e.dev.Launch(e.k.binCount, gpu.BlocksFor(uint32(n+1), 256), gpu.Dim3{256}, 0,
-		cb, gpu.Ptr(e.valid), gpu.Ptr(e.boundCenter), gpu.Ptr(e.boundQ), gpu.Ptr(e.rect), gpu.U32(conic),
-		gpu.I32(int32(e.bigArea)), gpu.Ptr(e.counts), gpu.Ptr(e.readoutBuf), gpu.Ptr(e.bigList),
-		gpu.Ptr(e.hitMask), gpu.Ptr(e.visFlags), gpu.Ptr(e.bigOff), gpu.U32(uint32(e.bitsCap()))); err != nil {
+	cb := camArgs(cam, &e.set, shDegree, n)
+	ro := abi.B(e.readoutBuf)
+	if err := e.k.BinCount(gpu.BlocksFor(uint32(n+1), 256), gpu.Dim3{256}, abi.BinCountArgs{
+		Cam: cb, Valid: abi.B(e.valid), BoundCenter: abi.B(e.boundCenter), BoundQ: abi.B(e.boundQ), Rect: abi.B(e.rect),
+		Conic: conic, BigArea: int32(e.bigArea), Counts: abi.B(e.counts), Readout: ro, BigList: abi.B(e.bigList),
+		HitMask: abi.B(e.hitMask), Flags: abi.B(e.visFlags), BigOff: abi.B(e.bigOff), BitsCap: uint32(e.bitsCap())}); err != nil {
 		return err
 	}
 	big := bigGrid(n)
-	if err := e.dev.Launch(e.k.binCountBig, big, gpu.Dim3{256}, 0,
-		cb, gpu.Ptr(e.boundCenter), gpu.Ptr(e.boundQ), gpu.Ptr(e.rect), gpu.U32(conic),
-		gpu.Ptr(e.readoutBuf), gpu.Ptr(e.bigList), gpu.Ptr(e.counts), gpu.Ptr(e.bigOff), gpu.Ptr(e.bigBits)); err != nil {
+	if err := e.k.BinCountBig(big, gpu.Dim3{256}, abi.BinCountBigArgs{
+		Cam: cb, BoundCenter: abi.B(e.boundCenter), BoundQ: abi.B(e.boundQ), Rect: abi.B(e.rect), Conic: conic,
+		Readout: ro, BigList: abi.B(e.bigList), Counts: abi.B(e.counts), BigOff: abi.B(e.bigOff), BigBits: abi.B(e.bigBits)}); err != nil {
 		return err
 	}
 	// The visible splats, in id order, then sorted by depth.
 	if err := e.scan(e.visFlags, n+1); err != nil {
 		return err
 	}
-	if err := e.dev.Launch(e.k.binCompact, gpu.BlocksFor(uint32(n), 256), gpu.Dim3{256}, 0,
-		gpu.Ptr(e.valid), gpu.Ptr(e.depth), gpu.Ptr(e.visFlags), gpu.U32(uint32(n)), gpu.Ptr(e.depthKeys), gpu.Ptr(e.order)); err != nil {
+	if err := e.k.BinCompact(gpu.BlocksFor(uint32(n), 256), gpu.Dim3{256}, abi.BinCompactArgs{
+		Valid: abi.B(e.valid), Depth: abi.B(e.depth), Flags: abi.B(e.visFlags), N: uint32(n), Dkeys: abi.B(e.depthKeys),
+		Order: abi.B(e.order)}); err != nil {
 		return err
 	}
 	order, err := e.radixSort(sortPair{e.depthKeys, e.order}, sortPair{e.depthKeysTmp, e.orderTmp},
-		n, gpu.PtrAt(e.visFlags, 4*n), depthSortPasses)
+		n, abi.At(e.visFlags, 4*n), depthSortPasses)
 	if err != nil {
 		return err
 	}
-	if err := e.dev.Launch(e.k.binRank, gpu.BlocksFor(uint32(n+1), 256), gpu.Dim3{256}, 0,
-		gpu.Ptr(e.counts), gpu.Ptr(order.vals), gpu.Ptr(e.visFlags), gpu.U32(uint32(n)), gpu.Ptr(e.ranked), gpu.Ptr(e.rankOf)); err != nil {
+	if err := e.k.BinRank(gpu.BlocksFor(uint32(n+1), 256), gpu.Dim3{256}, abi.BinRankArgs{
+		Counts: abi.B(e.counts), Order: abi.B(order.vals), Flags: abi.B(e.visFlags), N: uint32(n), Ranked: abi.B(e.ranked),
+		RankOf: abi.B(e.rankOf)}); err != nil {
 		return err
 	}
 	if err := e.scan(e.ranked, n+1); err != nil {
 		return err
 	}
-	if err := e.dev.Launch(e.k.binTotal, gpu.Dim3{1}, gpu.Dim3{32}, 0,
-		gpu.Ptr(e.ranked), gpu.U32(uint32(n)), gpu.U32(uint32(e.listCap)), gpu.Ptr(e.prevReadout), gpu.Ptr(e.readoutBuf)); err != nil {
+	if err := e.k.BinTotal(gpu.Dim3{1}, gpu.Dim3{32}, abi.BinTotalArgs{
+		Offsets: abi.B(e.ranked), N: uint32(n), Cap: uint32(e.listCap), Prev: abi.B(e.prevReadout), Readout: ro}); err != nil {
 		return err
 	}
-	if err := e.dev.Launch(e.k.binEmit, gpu.BlocksFor(uint32(n), 256), gpu.Dim3{256}, 0,
-		cb, gpu.Ptr(e.valid), gpu.Ptr(e.rect), gpu.Ptr(e.hitMask), gpu.Ptr(e.ranked), gpu.Ptr(e.rankOf),
-		gpu.I32(int32(e.bigArea)), gpu.Ptr(e.readoutBuf), gpu.Ptr(e.keys), gpu.Ptr(e.ids)); err != nil {
+	if err := e.k.BinEmit(gpu.BlocksFor(uint32(n), 256), gpu.Dim3{256}, abi.BinEmitArgs{
+		Cam: cb, Valid: abi.B(e.valid), Rect: abi.B(e.rect), HitMask: abi.B(e.hitMask), Ranked: abi.B(e.ranked),
+		RankOf: abi.B(e.rankOf), BigArea: int32(e.bigArea), Readout: ro, Keys: abi.B(e.keys), Ids: abi.B(e.ids)}); err != nil {
 		return err
 	}
-	return e.dev.Launch(e.k.binEmitBig, big, gpu.Dim3{256}, 0,
-		cb, gpu.Ptr(e.boundCenter), gpu.Ptr(e.boundQ), gpu.Ptr(e.rect), gpu.U32(conic),
-		gpu.Ptr(e.ranked), gpu.Ptr(e.rankOf), gpu.Ptr(e.readoutBuf), gpu.Ptr(e.bigList), gpu.Ptr(e.keys), gpu.Ptr(e.ids),
-		gpu.Ptr(e.bigOff), gpu.Ptr(e.bigBits))
+	return e.k.BinEmitBig(big, gpu.Dim3{256}, abi.BinEmitBigArgs{
+		Cam: cb, BoundCenter: abi.B(e.boundCenter), BoundQ: abi.B(e.boundQ), Rect: abi.B(e.rect), Conic: conic,
+		Ranked: abi.B(e.ranked), RankOf: abi.B(e.rankOf), Readout: ro, BigList: abi.B(e.bigList), Keys: abi.B(e.keys),
+		Ids: abi.B(e.ids), BigOff: abi.B(e.bigOff), BigBits: abi.B(e.bigBits)})
 }
 
 // minBigBits is the hit-bit words bin.cu's queued splats start with: 4 KiB, grown to what a

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/rlxsplat/rlxsplat/internal/fused/abi"
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 )
 
@@ -143,13 +144,13 @@ func MeasureCeilings(dev gpu.Device, o CeilingOptions) (c Ceilings, err error) {
 	}
 	copyOnce := func() error {
 		for i := 0; i < o.CopyLaunches; i++ {
-			if err := ck.launchCopy(dev, src, dst, n, copyBlocks(n)); err != nil {
+			if err := ck.launchCopy(src, dst, n, copyBlocks(n)); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	fmaOnce := func() error { return ck.launchFMA(dev, out, o.FMABlocks, o.FMAIters) }
+	fmaOnce := func() error { return ck.launchFMA(out, o.FMABlocks, o.FMAIters) }
 	if c.CopyMs, err = timeMedian(dev, events[0], events[1], o.Reps, copyOnce); err != nil {
 		return Ceilings{}, fmt.Errorf("fused: ceilings: copy: %w", err)
 	}
@@ -173,10 +174,26 @@ func MeasureCeilings(dev gpu.Device, o CeilingOptions) (c Ceilings, err error) {
 // sweeps of 4 floats a thread, so that those sweeps, not the one-float tail, carry the copy.
 func copyBlocks(n int) int { return min(max(n/(4*ceilingThreads), 1), copyMaxBlocks) }
 
+// ceilingKernels are ceiling.cu's measuring kernels (see Ceilings). They are loaded on their
+// own, when a measurement asks for them, rather than with the engine's kernels: no step needs
+// them, and a device that can only use the embedded PTX must still train when that PTX lacks
+// ceiling.ptx.
+type ceilingKernels struct{ *abi.CeilingKernels }
+
+func loadCeilingKernels(dev gpu.Device) (*ceilingKernels, error) {
+	k, err := abi.LoadCeilingKernels(dev)
+	if err != nil {
+		return nil, err
+	}
+	return &ceilingKernels{k}, nil
+}
+
+func (ck *ceilingKernels) close() error { return ck.Close() }
+
 // launchCopy queues ceiling_copy of n floats from src to dst on blocks blocks.
-func (ck *ceilingKernels) launchCopy(dev gpu.Device, src, dst gpu.Buffer, n, blocks int) error {
-	return dev.Launch(ck.copy, gpu.Dim3{uint32(blocks)}, gpu.Dim3{ceilingThreads}, 0,
-		gpu.Ptr(src), gpu.Ptr(dst), gpu.U32(uint32(n)))
+func (ck *ceilingKernels) launchCopy(src, dst gpu.Buffer, n, blocks int) error {
+	return ck.CeilingCopy(gpu.Dim3{uint32(blocks)}, gpu.Dim3{ceilingThreads}, abi.CeilingCopyArgs{
+		Src: abi.B(src), Dst: abi.B(dst), N: uint32(n)})
 }
 
 // FMA chain coefficients: a ← a·fmaX + fmaY converges to fmaY/(1 − fmaX) = 1 from any start in
@@ -188,9 +205,9 @@ const (
 )
 
 // launchFMA queues ceiling_fma on blocks blocks; out holds blocks·ceilingThreads floats.
-func (ck *ceilingKernels) launchFMA(dev gpu.Device, out gpu.Buffer, blocks, iters int) error {
-	return dev.Launch(ck.fma, gpu.Dim3{uint32(blocks)}, gpu.Dim3{ceilingThreads}, 0,
-		gpu.U32(uint32(iters)), gpu.F32(fmaX), gpu.F32(fmaY), gpu.Ptr(out))
+func (ck *ceilingKernels) launchFMA(out gpu.Buffer, blocks, iters int) error {
+	return ck.CeilingFma(gpu.Dim3{uint32(blocks)}, gpu.Dim3{ceilingThreads}, abi.CeilingFmaArgs{
+		Iters: uint32(iters), X: fmaX, Y: fmaY, Out: abi.B(out)})
 }
 
 // timeMedian runs work once untimed, then reps times between the events start and end, and

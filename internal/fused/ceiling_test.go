@@ -33,7 +33,7 @@ func TestCeilingKernels(t *testing.T) {
 	if err := gpu.Zero(dev, db); err != nil {
 		t.Fatal(err)
 	}
-	if err := ck.launchCopy(dev, sb, db, n, blocks); err != nil {
+	if err := ck.launchCopy(sb, db, n, blocks); err != nil {
 		t.Fatal(err)
 	}
 	got := make([]float32, n)
@@ -48,7 +48,7 @@ func TestCeilingKernels(t *testing.T) {
 
 	const fmaBlocks, iters = 2, 5
 	ob := allocBuf(t, dev, fmaBlocks*ceilingThreads*4)
-	if err := ck.launchFMA(dev, ob, fmaBlocks, iters); err != nil {
+	if err := ck.launchFMA(ob, fmaBlocks, iters); err != nil {
 		t.Fatal(err)
 	}
 	out := make([]float32, fmaBlocks*ceilingThreads)

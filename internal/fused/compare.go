@@ -317,7 +317,7 @@ func compare(dev gpu.Device, set engine.Settings, g *splat.Gaussians, v *engine.
 	if err := dev.Memset(fe.readoutBuf, 0, roWords*4, 0); err != nil {
 		return nil, fmt.Errorf("fused: compare: readout: %w", err)
 	}
-	ap, err := adamBytes(set.Adam, o.LR, 1, n)
+	ap, err := adamArgs(set.Adam, o.LR, 1, n)
 	if err != nil {
 		return nil, fmt.Errorf("fused: compare: %w", err)
 	}

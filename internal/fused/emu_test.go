@@ -248,6 +248,10 @@ func (d *emuDevice) Compile(src driver.Source) (driver.Module, error) {
 			if name == "prelude_cuda.h" {
 				text = string(emuPrelude)
 			}
+			// Generated entry wrappers are included as "entries/UNIT.h".
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+				return nil, err
+			}
 			if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 				return nil, err
 			}

@@ -8,13 +8,14 @@ import (
 
 	"github.com/rlxsplat/rlxsplat/internal/camera"
 	"github.com/rlxsplat/rlxsplat/internal/engine"
+	"github.com/rlxsplat/rlxsplat/internal/fused/abi"
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 	"github.com/rlxsplat/rlxsplat/internal/prep"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
 
 // paramFloats is the number of floats per splat in the packed layout (shaders/common.h).
-const paramFloats = 59
+const paramFloats = abi.ParamFloats
 
 // pgFloats is the number of floats per splat of the prepared-data gradients: colour 3,
 // opacity 1, mean2d 2, conic 3, rayU 3, rayA 9, at these offsets (× capacity).
@@ -36,7 +37,7 @@ type Engine struct {
 	set   engine.Settings
 	dev   gpu.Device
 	owned bool // the engine opened dev and closes it
-	k     *kernels
+	k     *abi.EngineKernels
 
 	n    int // splats
 	capN int // capacity of the per-splat buffers, in splats
@@ -181,7 +182,7 @@ func newOnDevice(dev gpu.Device, set engine.Settings, g *splat.Gaussians) (*Engi
 	if err := checkSettings(&set, g); err != nil {
 		return nil, err
 	}
-	k, err := loadKernels(dev)
+	k, err := abi.LoadEngineKernels(dev)
 	if err != nil {
 		return nil, err
 	}
@@ -573,9 +574,9 @@ func (e *Engine) Apply(ed engine.Edit) error {
 		if err := e.ensure(&e.grads, need); err != nil {
 			return fmt.Errorf("fused: edit of %d Gaussians: %w", newN, err)
 		}
-		if err := e.dev.Launch(e.k.gatherRows, gpu.BlocksFor(uint32(newN*paramFloats), 256), gpu.Dim3{256}, 0,
-			gpu.Ptr(*x.buf), gpu.Ptr(e.grads), gpu.Ptr(e.editSrc), gpu.U32(uint32(oldN)), gpu.U32(uint32(newN)),
-			gpu.U32(uint32(plan.Fresh)), gpu.U32(x.zero)); err != nil {
+		if err := e.k.GatherRows(gpu.BlocksFor(uint32(newN*paramFloats), 256), gpu.Dim3{256}, abi.GatherRowsArgs{
+			Src: abi.B(*x.buf), Dst: abi.B(e.grads), SrcIdx: abi.B(e.editSrc), OldN: uint32(oldN), NewN: uint32(newN),
+			Fresh: uint32(plan.Fresh), ZeroFresh: x.zero}); err != nil {
 			return fmt.Errorf("fused: edit: %w", err)
 		}
 		*x.buf, e.grads = e.grads, *x.buf
@@ -609,9 +610,9 @@ func (e *Engine) splitChildren(ed engine.Edit) (means, logScales []float32, err 
 	if err := gpu.UploadSlice(e.dev, e.editSrc, 0, ed.Split); err != nil {
 		return nil, nil, fmt.Errorf("fused: edit: %w", err)
 	}
-	if err := e.dev.Launch(e.k.gatherRows, gpu.BlocksFor(uint32(k*paramFloats), 256), gpu.Dim3{256}, 0,
-		gpu.Ptr(e.params), gpu.Ptr(e.grads), gpu.Ptr(e.editSrc), gpu.U32(uint32(e.n)), gpu.U32(uint32(k)),
-		gpu.U32(uint32(k)), gpu.U32(0)); err != nil {
+	if err := e.k.GatherRows(gpu.BlocksFor(uint32(k*paramFloats), 256), gpu.Dim3{256}, abi.GatherRowsArgs{
+		Src: abi.B(e.params), Dst: abi.B(e.grads), SrcIdx: abi.B(e.editSrc), OldN: uint32(e.n), NewN: uint32(k),
+		Fresh: uint32(k)}); err != nil {
 		return nil, nil, fmt.Errorf("fused: edit: %w", err)
 	}
 	geo := make([]float32, 10*k)
@@ -643,8 +644,8 @@ func (e *Engine) ResetOpacity(maxOpacity float32) error {
 		return fmt.Errorf("fused: opacity reset value %v outside (0,1)", maxOpacity)
 	}
 	n := e.n
-	if err := e.dev.Launch(e.k.opacityReset, gpu.BlocksFor(uint32(n), 256), gpu.Dim3{256}, 0,
-		gpu.Ptr(e.params), gpu.U32(uint32(n)), gpu.F32(splat.Logit(maxOpacity))); err != nil {
+	if err := e.k.OpacityReset(gpu.BlocksFor(uint32(n), 256), gpu.Dim3{256}, abi.OpacityResetArgs{
+		Params: abi.B(e.params), N: uint32(n), MaxLogit: splat.Logit(maxOpacity)}); err != nil {
 		return fmt.Errorf("fused: %w", err)
 	}
 	for _, b := range []gpu.Buffer{e.adamM, e.adamV} {
@@ -735,7 +736,7 @@ func (e *Engine) release() error {
 		e.graph = nil
 	}
 	if e.k != nil {
-		errs = append(errs, e.k.close())
+		errs = append(errs, e.k.Close())
 	}
 	e.devBytes = 0 // every buffer ensure allocated is freed above (devPeak is kept)
 	return errors.Join(errs...)

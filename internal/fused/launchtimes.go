@@ -112,8 +112,10 @@ func (e *Engine) TimeLaunches(on bool) error {
 			return errors.New("fused: time launches: steps run as graphs (SetGraphs(false) first)")
 		}
 		e.dev = &launchTimer{Device: e.dev}
+		e.k.SetDevice(e.dev)
 	case !on && timing:
 		e.dev = lt.Device
+		e.k.SetDevice(e.dev)
 		return lt.close()
 	}
 	return nil

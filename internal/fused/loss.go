@@ -3,13 +3,14 @@ package fused
 import (
 	"math"
 
+	"github.com/rlxsplat/rlxsplat/internal/fused/abi"
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 	"github.com/rlxsplat/rlxsplat/internal/loss"
 )
 
-// lossBytes is struct LossP (shaders/loss.cu): the coefficients and window exactly as
-// internal/loss computes them.
-func lossBytes(kind loss.Kind, lambda float32, w, h int) []byte {
+// lossArgs is struct LossP: the coefficients and window exactly as internal/loss computes
+// them.
+func lossArgs(kind loss.Kind, lambda float32, w, h int) abi.LossP {
 	lam := float64(lambda)
 	if kind == loss.MSE {
 		lam = 0
@@ -26,21 +27,14 @@ func lossBytes(kind loss.Kind, lambda float32, w, h int) []byte {
 		kern[i] = math.Exp(-d * d / (2 * loss.WindowSigma * loss.WindowSigma))
 		sum += kern[i]
 	}
-	var b words
-	b.i32(int32(w))
-	b.i32(int32(h))
-	b.i32(int32(kind))
-	ssim := int32(0)
+	lp := abi.LossP{W: int32(w), H: int32(h), Kind: int32(kind), PointCoef: float32(pointCoef), SsimCoef: float32(-lam / n)}
 	if kind.UsesSSIM() {
-		ssim = 1
+		lp.Ssim = 1
 	}
-	b.i32(ssim)
-	b.f32(float32(pointCoef))
-	b.f32(float32(-lam / n))
-	for _, k := range kern {
-		b.f32(float32(k / sum))
+	for i, k := range kern {
+		lp.Kern[i] = float32(k / sum)
 	}
-	return b.b
+	return lp
 }
 
 // lossTile is the edge of loss.cu's square tiles of output pixels (TILE there): one block of
@@ -62,19 +56,19 @@ func maxLossTiles(npx int) int { return (npx + lossTile - 1) / lossTile }
 // dImage. Three launches with SSIM (loss_map, loss_grad, loss_finish), two without.
 func (e *Engine) loss(target gpu.Buffer, w, h int) error {
 	tiles := uint32(lossTiles(w, h))
-	lp := gpu.Bytes(lossBytes(e.set.Loss, e.set.SSIMLambda, w, h))
-	ro := gpu.Ptr(e.readoutBuf)
-	d := e.dev
-	if err := d.Launch(e.k.lossMap, gpu.Dim3{tiles}, gpu.Dim3{256}, 0, lp, ro, gpu.Ptr(e.image), gpu.Ptr(target),
-		gpu.Ptr(e.dImage), gpu.Ptr(e.dmap), gpu.Ptr(e.partAbs), gpu.Ptr(e.partSq), gpu.Ptr(e.partSSIM)); err != nil {
+	lp := lossArgs(e.set.Loss, e.set.SSIMLambda, w, h)
+	ro := abi.B(e.readoutBuf)
+	if err := e.k.LossMap(gpu.Dim3{tiles}, gpu.Dim3{256}, abi.LossMapArgs{Lp: lp, Readout: ro, Img: abi.B(e.image),
+		Target: abi.B(target), Grad: abi.B(e.dImage), Dmap: abi.B(e.dmap), PartAbs: abi.B(e.partAbs),
+		PartSq: abi.B(e.partSq), PartSsim: abi.B(e.partSSIM)}); err != nil {
 		return err
 	}
 	if e.set.Loss.UsesSSIM() {
-		if err := d.Launch(e.k.lossGrad, gpu.Dim3{tiles}, gpu.Dim3{256}, 0, lp, ro, gpu.Ptr(e.dmap), gpu.Ptr(e.image),
-			gpu.Ptr(target), gpu.Ptr(e.dImage)); err != nil {
+		if err := e.k.LossGrad(gpu.Dim3{tiles}, gpu.Dim3{256}, abi.LossGradArgs{Lp: lp, Readout: ro, Dmap: abi.B(e.dmap),
+			Img: abi.B(e.image), Target: abi.B(target), Grad: abi.B(e.dImage)}); err != nil {
 			return err
 		}
 	}
-	return d.Launch(e.k.lossFinish, gpu.Dim3{1}, gpu.Dim3{256}, 0, gpu.Ptr(e.partAbs), gpu.Ptr(e.partSq),
-		gpu.Ptr(e.partSSIM), gpu.U32(tiles), ro)
+	return e.k.LossFinish(gpu.Dim3{1}, gpu.Dim3{256}, abi.LossFinishArgs{PartAbs: abi.B(e.partAbs), PartSq: abi.B(e.partSq),
+		PartSsim: abi.B(e.partSSIM), Blocks: tiles, Readout: ro})
 }

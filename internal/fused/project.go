@@ -2,6 +2,7 @@ package fused
 
 import (
 	"github.com/rlxsplat/rlxsplat/internal/camera"
+	"github.com/rlxsplat/rlxsplat/internal/fused/abi"
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 	"github.com/rlxsplat/rlxsplat/internal/prep"
 )
@@ -9,11 +10,11 @@ import (
 // project launches project.cu's project over every splat (design.md §5 step 1).
 func (e *Engine) project(cam *camera.Camera, shDegree int) error {
 	n := uint32(e.n)
-	return e.dev.Launch(e.k.project, gpu.BlocksFor(n, 256), gpu.Dim3{256}, 0,
-		gpu.Bytes(camBytes(cam, &e.set, shDegree, e.n)), gpu.Ptr(e.params), gpu.Ptr(e.valid), gpu.Ptr(e.depth),
-		gpu.Ptr(e.opacity), gpu.Ptr(e.color), gpu.Ptr(e.mean2d), gpu.Ptr(e.conic), gpu.Ptr(e.or(e.rayU)),
-		gpu.Ptr(e.or(e.rayA)), gpu.Ptr(e.boundCenter), gpu.Ptr(e.boundQ), gpu.Ptr(e.rect), gpu.Ptr(e.radius),
-		gpu.Ptr(e.readoutBuf))
+	return e.k.Project(gpu.BlocksFor(n, 256), gpu.Dim3{256}, abi.ProjectArgs{
+		Cam: camArgs(cam, &e.set, shDegree, e.n), Params: abi.B(e.params), Valid: abi.B(e.valid), Depth: abi.B(e.depth),
+		Opacity: abi.B(e.opacity), Color: abi.B(e.color), Mean2d: abi.B(e.mean2d), Conic: abi.B(e.conic),
+		RayU: abi.B(e.or(e.rayU)), RayA: abi.B(e.or(e.rayA)), BoundCenter: abi.B(e.boundCenter), BoundQ: abi.B(e.boundQ),
+		Rect: abi.B(e.rect), Radius: abi.B(e.radius), Readout: abi.B(e.readoutBuf)})
 }
 
 // pixelRays fills the per-pixel world ray directions of the ray model when the camera changed
@@ -23,8 +24,7 @@ func (e *Engine) pixelRays(cam *camera.Camera) error {
 		return nil
 	}
 	npx := uint32(cam.Width * cam.Height)
-	if err := e.dev.Launch(e.k.pixelRays, gpu.BlocksFor(npx, 256), gpu.Dim3{256}, 0,
-		gpu.Bytes(camDBytes(cam)), gpu.Ptr(e.rays)); err != nil {
+	if err := e.k.PixelRays(gpu.BlocksFor(npx, 256), gpu.Dim3{256}, abi.PixelRaysArgs{Cam: camDArgs(cam), Rays: abi.B(e.rays)}); err != nil {
 		return err
 	}
 	c := *cam

@@ -2,6 +2,7 @@ package fused
 
 import (
 	"github.com/rlxsplat/rlxsplat/internal/camera"
+	"github.com/rlxsplat/rlxsplat/internal/fused/abi"
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 )
 
@@ -16,9 +17,10 @@ func (e *Engine) projectBwd(cam *camera.Camera, shDegree int, accumulate bool) e
 	if accumulate {
 		acc = 1
 	}
-	return e.dev.Launch(e.k.projectBwd, gpu.BlocksFor(uint32(e.n), shBlock), gpu.Dim3{shBlock}, 0,
-		gpu.Bytes(camBytes(cam, &e.set, shDegree, e.n)), gpu.Ptr(e.readoutBuf), gpu.Ptr(e.params), gpu.Ptr(e.valid),
-		gpu.Ptr(e.radius), e.pgAt(pgColor), e.pgAt(pgOpacity), e.pgAt(pgMean2D), e.pgAt(pgConic), e.pgAt(pgRayU),
-		e.pgAt(pgRayA), gpu.Ptr(e.grads), gpu.Ptr(e.grad2d), gpu.U32(acc), gpu.Ptr(e.statAccum),
-		gpu.Ptr(e.statCount), gpu.Ptr(e.statMaxRadius))
+	return e.k.ProjectBwd(gpu.BlocksFor(uint32(e.n), shBlock), gpu.Dim3{shBlock}, abi.ProjectBwdArgs{
+		Cam: camArgs(cam, &e.set, shDegree, e.n), Readout: abi.B(e.readoutBuf), Params: abi.B(e.params),
+		Valid: abi.B(e.valid), Radius: abi.B(e.radius), GColor: e.pgAt(pgColor), GOpacity: e.pgAt(pgOpacity),
+		GMean2d: e.pgAt(pgMean2D), GConic: e.pgAt(pgConic), GRayU: e.pgAt(pgRayU), GRayA: e.pgAt(pgRayA),
+		Grads: abi.B(e.grads), Grad2d: abi.B(e.grad2d), Accumulate: acc, StatAccum: abi.B(e.statAccum),
+		StatCount: abi.B(e.statCount), StatMaxRadius: abi.B(e.statMaxRadius)})
 }

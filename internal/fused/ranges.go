@@ -1,9 +1,12 @@
 package fused
 
-import "github.com/rlxsplat/rlxsplat/internal/gpu"
+import (
+	"github.com/rlxsplat/rlxsplat/internal/fused/abi"
+	"github.com/rlxsplat/rlxsplat/internal/gpu"
+)
 
 // ranges launches ranges.cu: per-tile offsets from the sorted keys.
 func (e *Engine) ranges(tiles int) error {
-	return e.dev.Launch(e.k.tileRanges, gpu.BlocksFor(uint32(max(e.listCap, 1)), 256), gpu.Dim3{256}, 0,
-		gpu.Ptr(e.sortedKeys), gpu.Ptr(e.readoutBuf), gpu.U32(uint32(tiles)), gpu.Ptr(e.tileOffsets))
+	return e.k.TileRanges(gpu.BlocksFor(uint32(max(e.listCap, 1)), 256), gpu.Dim3{256}, abi.TileRangesArgs{
+		Keys: abi.B(e.sortedKeys), Readout: abi.B(e.readoutBuf), NumTiles: uint32(tiles), Offsets: abi.B(e.tileOffsets)})
 }

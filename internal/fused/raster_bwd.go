@@ -4,12 +4,13 @@ import (
 	"fmt"
 
 	"github.com/rlxsplat/rlxsplat/internal/camera"
+	"github.com/rlxsplat/rlxsplat/internal/fused/abi"
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 	"github.com/rlxsplat/rlxsplat/internal/prep"
 )
 
 // pgAt is the prepared-data gradient field at offset off (pgColor, ...) of the pg buffer.
-func (e *Engine) pgAt(off int) gpu.Arg { return gpu.PtrAt(e.pg, off*e.capN*4) }
+func (e *Engine) pgAt(off int) abi.Buf { return abi.At(e.pg, off*e.capN*4) }
 
 // rasterBwd zeroes the prepared-data gradients and launches raster_bwd.cu (design.md §5 step 6):
 // raster_bwd_chunks numbers the tiles' chunks of chunkEntries entries from the forward's
@@ -24,20 +25,21 @@ func (e *Engine) rasterBwd(cam *camera.Camera, bg [3]float32, tiles int) error {
 	if bound := maxChunks(e.listCap, tiles); bound > e.chunkCap {
 		return fmt.Errorf("fused: raster backward: up to %d chunks (%d list entries, %d tiles), the chunk buffers hold %d", bound, e.listCap, tiles, e.chunkCap)
 	}
-	if err := e.dev.Launch(e.k.rasterBwdChunks, gpu.Dim3{1}, gpu.Dim3{256}, 0,
-		gpu.Ptr(e.readoutBuf), gpu.Ptr(e.tileWalk), gpu.U32(uint32(tiles)), gpu.Ptr(e.chunkStart), gpu.Ptr(e.chunkTile)); err != nil {
+	if err := e.k.RasterBwdChunks(gpu.Dim3{1}, gpu.Dim3{256}, abi.RasterBwdChunksArgs{Readout: abi.B(e.readoutBuf),
+		TileWalk: abi.B(e.tileWalk), NumTiles: uint32(tiles), ChunkStart: abi.B(e.chunkStart), ChunkTile: abi.B(e.chunkTile)}); err != nil {
 		return fmt.Errorf("fused: raster backward chunks: %w", err)
 	}
-	k := e.k.rasterBwdEWA
+	launch := e.k.RasterBwdEwa
 	if e.set.Render == prep.Ray {
-		k = e.k.rasterBwdRay
+		launch = e.k.RasterBwdRay
 	}
 	blocks := min(maxChunks(e.listCap, tiles), e.bwdMaxBlocks)
-	return e.dev.Launch(k, gpu.Dim3{uint32(blocks)}, e.tileThreads(), 0,
-		gpu.Bytes(rasterBytes(cam, &e.set, bg)), gpu.Ptr(e.readoutBuf), gpu.U32(uint32(tiles)), gpu.Ptr(e.tileOffsets),
-		gpu.Ptr(e.sortedIDs), gpu.Ptr(e.opacity), gpu.Ptr(e.color), gpu.Ptr(e.mean2d), gpu.Ptr(e.conic),
-		gpu.Ptr(e.or(e.rayU)), gpu.Ptr(e.or(e.rayA)), gpu.Ptr(e.or(e.rays)), gpu.Ptr(e.finalT), gpu.Ptr(e.count),
-		gpu.Ptr(e.image), gpu.Ptr(e.tileWalk), gpu.Ptr(e.chunkState), gpu.Ptr(e.chunkStart), gpu.Ptr(e.chunkTile),
-		gpu.Ptr(e.dImage), e.pgAt(pgColor), e.pgAt(pgOpacity), e.pgAt(pgMean2D), e.pgAt(pgConic), e.pgAt(pgRayU),
-		e.pgAt(pgRayA))
+	return launch(gpu.Dim3{uint32(blocks)}, e.tileThreads(), abi.RasterBwdArgs{
+		Rp: rasterArgs(cam, &e.set, bg), Readout: abi.B(e.readoutBuf), NumTiles: uint32(tiles),
+		TileOffsets: abi.B(e.tileOffsets), Ids: abi.B(e.sortedIDs), Opacity: abi.B(e.opacity), Color: abi.B(e.color),
+		Mean2d: abi.B(e.mean2d), Conic: abi.B(e.conic), RayU: abi.B(e.or(e.rayU)), RayA: abi.B(e.or(e.rayA)),
+		Rays: abi.B(e.or(e.rays)), FinalT: abi.B(e.finalT), Count: abi.B(e.count), Image: abi.B(e.image),
+		TileWalk: abi.B(e.tileWalk), ChunkState: abi.B(e.chunkState), ChunkStart: abi.B(e.chunkStart),
+		ChunkTile: abi.B(e.chunkTile), DImage: abi.B(e.dImage), GColor: e.pgAt(pgColor), GOpacity: e.pgAt(pgOpacity),
+		GMean2d: e.pgAt(pgMean2D), GConic: e.pgAt(pgConic), GRayU: e.pgAt(pgRayU), GRayA: e.pgAt(pgRayA)})
 }

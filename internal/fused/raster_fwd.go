@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/rlxsplat/rlxsplat/internal/camera"
+	"github.com/rlxsplat/rlxsplat/internal/fused/abi"
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 	"github.com/rlxsplat/rlxsplat/internal/prep"
 )
@@ -20,15 +21,16 @@ func (e *Engine) tileThreads() gpu.Dim3 {
 // the image it writes what raster_bwd's chunks start from: each tile's walk and the per-pixel
 // states at the chunks' ends.
 func (e *Engine) rasterFwd(cam *camera.Camera, bg [3]float32, tiles int) error {
-	k := e.k.rasterFwdEWA
+	launch := e.k.RasterFwdEwa
 	if e.set.Render == prep.Ray {
-		k = e.k.rasterFwdRay
+		launch = e.k.RasterFwdRay
 	}
-	return e.dev.Launch(k, gpu.Dim3{uint32(tiles)}, e.tileThreads(), 0,
-		gpu.Bytes(rasterBytes(cam, &e.set, bg)), gpu.Ptr(e.readoutBuf), gpu.Ptr(e.tileOffsets), gpu.Ptr(e.sortedIDs),
-		gpu.Ptr(e.opacity), gpu.Ptr(e.color), gpu.Ptr(e.mean2d), gpu.Ptr(e.conic), gpu.Ptr(e.or(e.rayU)),
-		gpu.Ptr(e.or(e.rayA)), gpu.Ptr(e.or(e.rays)), gpu.Ptr(e.image), gpu.Ptr(e.finalT), gpu.Ptr(e.count),
-		gpu.Ptr(e.tileWalk), gpu.Ptr(e.chunkState))
+	return launch(gpu.Dim3{uint32(tiles)}, e.tileThreads(), abi.RasterFwdArgs{
+		Rp: rasterArgs(cam, &e.set, bg), Readout: abi.B(e.readoutBuf), TileOffsets: abi.B(e.tileOffsets),
+		Ids: abi.B(e.sortedIDs), Opacity: abi.B(e.opacity), Color: abi.B(e.color), Mean2d: abi.B(e.mean2d),
+		Conic: abi.B(e.conic), RayU: abi.B(e.or(e.rayU)), RayA: abi.B(e.or(e.rayA)), Rays: abi.B(e.or(e.rays)),
+		Image: abi.B(e.image), FinalT: abi.B(e.finalT), Count: abi.B(e.count), TileWalk: abi.B(e.tileWalk),
+		ChunkState: abi.B(e.chunkState)})
 }
 
 // Walk is how far the raster passes had to walk the tile lists in one forward.

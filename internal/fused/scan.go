@@ -1,9 +1,12 @@
 package fused
 
-import "github.com/rlxsplat/rlxsplat/internal/gpu"
+import (
+	"github.com/rlxsplat/rlxsplat/internal/fused/abi"
+	"github.com/rlxsplat/rlxsplat/internal/gpu"
+)
 
 // scanBlock is the elements one scan_blocks block covers (shaders/scan.cu).
-const scanBlock = 1024
+const scanBlock = abi.ScanBlock
 
 // maxDirectSums is the most block sums scan_add_sums takes directly (Engine.scanDirect):
 // each of its blocks reads the sums before its own, so the reads grow as the square of their
@@ -19,20 +22,20 @@ func (e *Engine) scan(buf gpu.Buffer, n int) error { return e.scanLevel(buf, n, 
 func (e *Engine) scanLevel(buf gpu.Buffer, n, level int) error {
 	nb := (n + scanBlock - 1) / scanBlock
 	sums := e.scanSums[level]
-	if err := e.dev.Launch(e.k.scanBlocks, gpu.Dim3{uint32(max(nb, 1))}, gpu.Dim3{256}, 0,
-		gpu.Ptr(buf), gpu.Ptr(buf), gpu.U32(uint32(n)), gpu.Ptr(sums)); err != nil {
+	if err := e.k.ScanBlocks(gpu.Dim3{uint32(max(nb, 1))}, gpu.Dim3{256}, abi.ScanBlocksArgs{
+		In: abi.B(buf), Out: abi.B(buf), N: uint32(n), BlockSums: abi.B(sums)}); err != nil {
 		return err
 	}
 	if nb <= 1 {
 		return nil
 	}
 	if nb <= e.scanDirect {
-		return e.dev.Launch(e.k.scanAddSums, gpu.Dim3{uint32(nb)}, gpu.Dim3{256}, 0,
-			gpu.Ptr(buf), gpu.U32(uint32(n)), gpu.Ptr(sums))
+		return e.k.ScanAddSums(gpu.Dim3{uint32(nb)}, gpu.Dim3{256}, abi.ScanAddSumsArgs{
+			Out: abi.B(buf), N: uint32(n), BlockSums: abi.B(sums)})
 	}
 	if err := e.scanLevel(sums, nb, level+1); err != nil {
 		return err
 	}
-	return e.dev.Launch(e.k.scanAdd, gpu.BlocksFor(uint32(n), 256), gpu.Dim3{256}, 0,
-		gpu.Ptr(buf), gpu.U32(uint32(n)), gpu.Ptr(sums))
+	return e.k.ScanAdd(gpu.BlocksFor(uint32(n), 256), gpu.Dim3{256}, abi.ScanAddArgs{
+		Out: abi.B(buf), N: uint32(n), BlockOffsets: abi.B(sums)})
 }

@@ -3,11 +3,12 @@ package fused
 import (
 	"math/bits"
 
+	"github.com/rlxsplat/rlxsplat/internal/fused/abi"
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 )
 
 // sortChunk is the elements one sort block owns (shaders/sort.cu: 256 threads × 12 rounds).
-const sortChunk = 3072
+const sortChunk = abi.SortChunk
 
 func sortBlocks(elements int) int { return max((elements+sortChunk-1)/sortChunk, 1) }
 
@@ -23,7 +24,7 @@ func tileSortPasses(tiles int) int { return max((bits.Len(uint(max(tiles-1, 0)))
 // from the readout.
 func (e *Engine) sort(tiles int) error {
 	p, err := e.radixSort(sortPair{e.keys, e.ids}, sortPair{e.keysTmp, e.idsTmp}, e.listCap,
-		gpu.PtrAt(e.readoutBuf, roEntries*4), tileSortPasses(tiles))
+		abi.At(e.readoutBuf, roEntries*4), tileSortPasses(tiles))
 	if err != nil {
 		return err
 	}
@@ -34,20 +35,20 @@ func (e *Engine) sort(tiles int) error {
 // radixSort launches sort.cu's passes over the low 8·passes bits of src's keys, ping-ponging
 // with tmp, and returns the pair that ends up sorted. count points at the element count on the
 // device; capacity, the most it can be, sizes the grids.
-func (e *Engine) radixSort(src, tmp sortPair, capacity int, count gpu.Arg, passes int) (sortPair, error) {
+func (e *Engine) radixSort(src, tmp sortPair, capacity int, count abi.Buf, passes int) (sortPair, error) {
 	nb := sortBlocks(capacity)
 	for pass := range passes {
 		shift := uint32(8 * pass)
-		if err := e.dev.Launch(e.k.sortHist, gpu.Dim3{uint32(nb)}, gpu.Dim3{256}, 0,
-			gpu.Ptr(src.keys), gpu.Ptr(e.readoutBuf), count, gpu.U32(shift), gpu.U32(uint32(nb)), gpu.Ptr(e.hist)); err != nil {
+		if err := e.k.SortHist(gpu.Dim3{uint32(nb)}, gpu.Dim3{abi.SortThreads}, abi.SortHistArgs{
+			Keys: abi.B(src.keys), Readout: abi.B(e.readoutBuf), Count: count, Shift: shift, Nb: uint32(nb), Hist: abi.B(e.hist)}); err != nil {
 			return sortPair{}, err
 		}
 		if err := e.scan(e.hist, 256*nb); err != nil {
 			return sortPair{}, err
 		}
-		if err := e.dev.Launch(e.k.sortScatter, gpu.Dim3{uint32(nb)}, gpu.Dim3{256}, 0,
-			gpu.Ptr(src.keys), gpu.Ptr(src.vals), gpu.Ptr(tmp.keys), gpu.Ptr(tmp.vals), gpu.Ptr(e.readoutBuf),
-			count, gpu.U32(shift), gpu.U32(uint32(nb)), gpu.Ptr(e.hist)); err != nil {
+		if err := e.k.SortScatter(gpu.Dim3{uint32(nb)}, gpu.Dim3{abi.SortThreads}, abi.SortScatterArgs{
+			KeysIn: abi.B(src.keys), ValsIn: abi.B(src.vals), KeysOut: abi.B(tmp.keys), ValsOut: abi.B(tmp.vals),
+			Readout: abi.B(e.readoutBuf), Count: count, Shift: shift, Nb: uint32(nb), Offsets: abi.B(e.hist)}); err != nil {
 			return sortPair{}, err
 		}
 		src, tmp = tmp, src

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rlxsplat/rlxsplat/internal/engine"
 	"github.com/rlxsplat/rlxsplat/internal/engine/cpu"
+	"github.com/rlxsplat/rlxsplat/internal/fused/abi"
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 	"github.com/rlxsplat/rlxsplat/internal/prep"
 )
@@ -165,7 +166,7 @@ func TestSortAndRanges(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, err := fe.radixSort(sortPair{fe.keys, fe.ids}, sortPair{fe.keysTmp, fe.idsTmp}, c.m,
-			gpu.PtrAt(fe.readoutBuf, countWord*4), depthSortPasses)
+			abi.At(fe.readoutBuf, countWord*4), depthSortPasses)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rlxsplat/rlxsplat/internal/camera"
 	"github.com/rlxsplat/rlxsplat/internal/engine"
+	"github.com/rlxsplat/rlxsplat/internal/fused/abi"
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 	"github.com/rlxsplat/rlxsplat/internal/loss"
 )
@@ -26,7 +27,7 @@ type pass struct {
 
 // enqueueStep queues the step's work: launch by launch with an event between stages, or as
 // one graph replay when graphs are on (SetGraphs) and the device has them.
-func (e *Engine) enqueueStep(cam *camera.Camera, tgt gpu.Buffer, o engine.StepOptions, ap []byte) (*pass, error) {
+func (e *Engine) enqueueStep(cam *camera.Camera, tgt gpu.Buffer, o engine.StepOptions, ap abi.AdamP) (*pass, error) {
 	if e.graphs && e.set.BinMode != engine.BinCPUConic { // cpu-conic uploads mid-step: not capturable
 		p, err := e.graphStep(cam, tgt, o, ap)
 		if !errors.Is(err, gpu.ErrUnsupported) {
@@ -43,7 +44,7 @@ func (e *Engine) enqueueStep(cam *camera.Camera, tgt gpu.Buffer, o engine.StepOp
 
 // graphStep captures the step, folds the capture into e.graph and replays it between events 0
 // and 8.
-func (e *Engine) graphStep(cam *camera.Camera, tgt gpu.Buffer, o engine.StepOptions, ap []byte) (*pass, error) {
+func (e *Engine) graphStep(cam *camera.Camera, tgt gpu.Buffer, o engine.StepOptions, ap abi.AdamP) (*pass, error) {
 	if e.keys == nil { // allocate outside the capture
 		if err := e.growLists(4 * e.n); err != nil {
 			return nil, err
@@ -101,9 +102,9 @@ type inflight struct {
 	cam       camera.Camera
 	o         engine.StepOptions
 	tgt       gpu.Buffer
-	ap        []byte // Adam's arguments for step t
-	t         int64  // its Adam step
-	slot      int    // its readout block and events
+	ap        abi.AdamP // Adam's arguments for step t
+	t         int64     // its Adam step
+	slot      int       // its readout block and events
 	p         *pass
 	overflows int
 	done      bool
@@ -162,7 +163,7 @@ func (e *Engine) Submit(v *engine.View, o engine.StepOptions) error {
 	if prev != nil {
 		t++
 	}
-	ap, err := adamBytes(e.set.Adam, o.LR, t, e.n)
+	ap, err := adamArgs(e.set.Adam, o.LR, t, e.n)
 	if err != nil {
 		return err
 	}
@@ -467,7 +468,7 @@ func (e *Engine) forward(cam *camera.Camera, shDegree int, bg [3]float32) (*pass
 }
 
 // backward enqueues the loss, both backward passes and Adam, recording events 5..8.
-func (e *Engine) backward(p *pass, target gpu.Buffer, o engine.StepOptions, ap []byte) error {
+func (e *Engine) backward(p *pass, target gpu.Buffer, o engine.StepOptions, ap abi.AdamP) error {
 	cam := p.cam
 	if err := e.loss(target, cam.Width, cam.Height); err != nil {
 		return err

@@ -30,11 +30,12 @@ type Source struct {
 // Hash is the hex SHA-256 of everything that defines the unit: name, code, headers (sorted by
 // name) and options, each length-prefixed so that no two different sources collide by
 // concatenation. It keys the kernel cache and is recorded in prebuilt PTX to detect staleness.
+// Comments do not count (StripComments): editing one rebuilds nothing.
 func (s Source) Hash() string {
 	h := sha256.New()
-	writeField(h, "rlxsplat-source-v1")
+	writeField(h, "rlxsplat-source-v2")
 	writeField(h, s.Name)
-	writeField(h, s.Code)
+	writeField(h, StripComments(s.Code))
 	names := make([]string, 0, len(s.Headers))
 	for n := range s.Headers {
 		names = append(names, n)
@@ -43,13 +44,58 @@ func (s Source) Hash() string {
 	writeCount(h, len(names))
 	for _, n := range names {
 		writeField(h, n)
-		writeField(h, s.Headers[n])
+		writeField(h, StripComments(s.Headers[n]))
 	}
 	writeCount(h, len(s.Options))
 	for _, o := range s.Options {
 		writeField(h, o)
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// StripComments returns C source without its // and /* */ comments (a block comment becomes
+// one space, as the compiler sees it), trailing blanks and empty lines; string and character
+// literals are kept whole. What it removes cannot change the compiled code.
+func StripComments(code string) string {
+	var b strings.Builder
+	for i := 0; i < len(code); i++ {
+		c := code[i]
+		switch {
+		case c == '"' || c == '\'':
+			j := i + 1
+			for j < len(code) && code[j] != c && code[j] != '\n' {
+				if code[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			j = min(j+1, len(code))
+			b.WriteString(code[i:j])
+			i = j - 1
+		case c == '/' && i+1 < len(code) && code[i+1] == '/':
+			for i < len(code) && code[i] != '\n' {
+				i++
+			}
+			i--
+		case c == '/' && i+1 < len(code) && code[i+1] == '*':
+			end := strings.Index(code[i+2:], "*/")
+			if end < 0 {
+				i = len(code)
+			} else {
+				i += 2 + end + 1
+			}
+			b.WriteByte(' ')
+		default:
+			b.WriteByte(c)
+		}
+	}
+	var out []string
+	for _, line := range strings.Split(b.String(), "\n") {
+		if line = strings.TrimRight(line, " \t\r"); line != "" {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 func writeField(h hash.Hash, s string) {

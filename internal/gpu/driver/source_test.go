@@ -77,3 +77,30 @@ func TestSourceFromFS(t *testing.T) {
 		t.Fatalf("missing unit: err = %v", err)
 	}
 }
+
+// TestHashIgnoresComments: comment and blank-line edits keep the hash, code edits (also inside
+// a string literal that looks like a comment) change it.
+func TestHashIgnoresComments(t *testing.T) {
+	base := Source{Name: "u.cu", Code: "int a; // one\n/* block\n */ int b;\nconst char* s = \"// x\";\n"}
+	same := []string{
+		"int a; // two\n/* other\n */ int b;\n\n// new line\nconst char* s = \"// x\";\n",
+		"int a;\n/**/ int b;   \nconst char* s = \"// x\";",
+	}
+	for _, code := range same {
+		s := base
+		s.Code = code
+		if s.Hash() != base.Hash() {
+			t.Errorf("comment-only edit changed the hash: %q", code)
+		}
+	}
+	for _, code := range []string{
+		"int a; // one\n/* block\n */ int c;\nconst char* s = \"// x\";\n",
+		"int a; // one\n/* block\n */ int b;\nconst char* s = \"// y\";\n",
+	} {
+		s := base
+		s.Code = code
+		if s.Hash() == base.Hash() {
+			t.Errorf("code edit kept the hash: %q", code)
+		}
+	}
+}

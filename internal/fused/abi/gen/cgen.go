@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"github.com/rlxsplat/rlxsplat/internal/fused/abi/spec"
+)
+
+var cScalar = map[string]string{spec.U16: "u16", spec.U32: "u32", spec.I32: "i32", spec.F32: "float", spec.F64: "double", spec.U64: "u64"}
+
+func cType(t string) string {
+	if c, ok := cScalar[t]; ok {
+		return c
+	}
+	return t
+}
+
+// abiHeader is shaders/abi.h.
+func (d *decl) abiHeader() []byte {
+	var b bytes.Buffer
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	p("// %s\n//\n", header)
+	p("// abi.h — the kernels' side of the host–kernel interface: the layout constants the host also\n")
+	p("// uses (internal/fused/abi, same names in CamelCase) and the structs passed by value, with\n")
+	p("// their sizes asserted against the layout the host writes. Include after the\n")
+	p("// prelude.\n#pragma once\n\n")
+	for _, c := range spec.Consts {
+		u := ""
+		if c.Unsigned {
+			u = "u"
+		}
+		p("// %s\n#define %s %d%s\n", c.Doc, c.C, c.Value, u)
+	}
+	for _, name := range d.order {
+		l := d.structs[name]
+		if l.s.InUnit {
+			continue
+		}
+		p("\n// %s: %s.\nstruct %s {\n", name, l.s.Doc, name)
+		for _, f := range l.s.Fields {
+			arr := ""
+			if f.Len > 0 {
+				arr = fmt.Sprintf("[%d]", f.Len)
+			}
+			p("    %s %s%s;\n", cType(f.Type), f.Name, arr)
+		}
+		p("};\n")
+		p("static_assert(sizeof(%s) == %d, \"struct %s: %d bytes on the host\");\n", name, l.size, name, l.size)
+		// Offsets are not asserted: NVRTC rejects __builtin_offsetof in constant expressions. With
+		// every member at its natural alignment, the size check catches a wrong member type.
+	}
+	return b.Bytes()
+}
+
+// Backend macros: each prelude defines one.
+const (
+	macroCUDA  = "RLX_BACKEND_CUDA"
+	macroMetal = "RLX_BACKEND_METAL"
+	macroEmu   = "RLX_BACKEND_EMU"
+)
+
+// entries is shaders/entries/UNIT.h: the argument structs, the bodies' prototypes and each
+// backend's entry wrapper.
+func (d *decl) entries(u spec.Unit) []byte {
+	var b bytes.Buffer
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	p("// %s\n//\n", header)
+	p("// The entry points of %s.cu. Each backend's wrapper (picked by the prelude's backend macro)\n", u.Name)
+	p("// builds the thread's Thr and the argument struct, declares the block-shared arrays and calls\n")
+	p("// NAME_body, which the unit defines. Include after the prelude and abi.h, before the bodies.\n")
+	p("#pragma once\n")
+	done := map[string]bool{}
+	for _, k := range u.Kernels {
+		an := argsName(k)
+		if done[an] {
+			continue
+		}
+		done[an] = true
+		p("\nstruct %s_args {\n", an)
+		for _, q := range k.Params {
+			p("    %s %s;\n", cArgType(q), q.Name)
+		}
+		p("};\n")
+	}
+	p("\n")
+	for _, k := range u.Kernels {
+		p("DEVICE void %s_body(%s);\n", k.Name, bodyParams(k))
+	}
+
+	p("\n#if defined(%s)\n", macroCUDA)
+	for _, k := range u.Kernels {
+		bounds := ""
+		if k.MaxThreads > 0 {
+			bounds = fmt.Sprintf("__launch_bounds__(%d, %d) ", k.MaxThreads, k.MinBlocks)
+		}
+		var ps []string
+		for _, q := range k.Params {
+			ps = append(ps, cArgType(q)+" "+q.Name)
+		}
+		p("\nextern \"C\" __global__ void %s%s(%s)\n{\n", bounds, k.Name, strings.Join(ps, ", "))
+		for _, s := range k.Shared {
+			p("    __shared__ %s %s[%d];\n", cType(s.Type), s.Name, s.Len)
+		}
+		p("    const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};\n")
+		p("    const %s_args a = {%s};\n", argsName(k), paramNames(k, ""))
+		p("    %s_body(%s);\n}\n", k.Name, bodyArgs(k))
+	}
+
+	p("\n#elif defined(%s)\n", macroMetal)
+	for _, k := range u.Kernels {
+		var ps []string
+		for i, q := range k.Params {
+			var t string
+			switch q.Kind {
+			case spec.ByValue, spec.Scalar:
+				t = "constant " + cType(q.Type) + "&"
+			case spec.In:
+				t = "device const " + cType(q.Type) + "*"
+			case spec.Out:
+				t = "device " + cType(q.Type) + "*"
+			}
+			ps = append(ps, fmt.Sprintf("%s %s [[buffer(%d)]]", t, q.Name, i))
+		}
+		ps = append(ps, "uint rlx_tid [[thread_position_in_threadgroup]]", "uint rlx_bid [[threadgroup_position_in_grid]]",
+			"uint rlx_bdim [[threads_per_threadgroup]]", "uint rlx_nblocks [[threadgroups_per_grid]]",
+			"uint rlx_lane [[thread_index_in_simdgroup]]", "uint rlx_warp [[simdgroup_index_in_threadgroup]]")
+		attr := ""
+		if k.MaxThreads > 0 {
+			attr = fmt.Sprintf("[[max_total_threads_per_threadgroup(%d)]] ", k.MaxThreads)
+		}
+		p("\n%skernel void %s(%s)\n{\n", attr, k.Name, strings.Join(ps, ",\n    "))
+		for _, s := range k.Shared {
+			p("    threadgroup %s %s[%d];\n", cType(s.Type), s.Name, s.Len)
+		}
+		p("    const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};\n")
+		p("    const %s_args a = {%s};\n", argsName(k), paramNames(k, ""))
+		p("    %s_body(%s);\n}\n", k.Name, bodyArgs(k))
+	}
+
+	p("\n#elif defined(%s)\n", macroEmu)
+	for _, k := range u.Kernels {
+		p("\nextern \"C\" void emu_launch_%s(const u32* dims, void** args)\n{\n", k.Name)
+		var vals []string
+		for i, q := range k.Params {
+			vals = append(vals, fmt.Sprintf("*(%s const*)args[%d]", cArgType(q), i))
+		}
+		p("    const %s_args a = {%s};\n", argsName(k), strings.Join(vals, ", "))
+		p("    emu::launch_body(dims, [&](Thr th) {\n")
+		for _, s := range k.Shared {
+			p("        static %s %s[%d];\n", cType(s.Type), s.Name, s.Len)
+		}
+		p("        %s_body(%s);\n    });\n}\n", k.Name, bodyArgs(k))
+	}
+	p("\n#else\n#error \"entries/%s.h: no backend macro; include a prelude first\"\n#endif\n", u.Name)
+	return b.Bytes()
+}
+
+// cArgType is a parameter's type as the argument struct holds it.
+func cArgType(q spec.Param) string {
+	switch q.Kind {
+	case spec.In:
+		return "const GPTR " + cType(q.Type) + "*"
+	case spec.Out:
+		return "GPTR " + cType(q.Type) + "*"
+	}
+	return cType(q.Type)
+}
+
+// bodyParams is NAME_body's parameter list. Thr and the arguments go by value: the body is
+// inlined, and values need no address-space word on Metal.
+func bodyParams(k spec.Kernel) string {
+	ps := []string{"Thr th", argsName(k) + "_args a"}
+	for _, s := range k.Shared {
+		ps = append(ps, "SPTR "+cType(s.Type)+"* "+s.Name)
+	}
+	return strings.Join(ps, ", ")
+}
+
+func bodyArgs(k spec.Kernel) string {
+	as := []string{"th", "a"}
+	for _, s := range k.Shared {
+		as = append(as, s.Name)
+	}
+	return strings.Join(as, ", ")
+}
+
+func paramNames(k spec.Kernel, prefix string) string {
+	var ns []string
+	for _, q := range k.Params {
+		ns = append(ns, prefix+q.Name)
+	}
+	return strings.Join(ns, ", ")
+}

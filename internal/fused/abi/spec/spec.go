@@ -1,0 +1,252 @@
+// Package spec declares, once, the interface between the fused engine's host code and its
+// kernels: the structs passed by value, the layout constants both sides use, and every entry
+// point's parameters (name, kind, element type), launch bounds and block-shared arrays.
+// internal/fused/abi/gen writes from it the Go launch code (internal/fused/abi) and the C side
+// (shaders/abi.h and each unit's shaders/entries/UNIT.h); nothing else may restate it.
+//
+// Non-goals: no code; kernel bodies stay in shaders/*.cu.
+package spec
+
+// Scalar types of struct fields, scalar parameters and buffer elements.
+const (
+	U32 = "u32"
+	I32 = "i32"
+	F32 = "f32"
+	U16 = "u16" // block-shared arrays only (16-bit counts that keep a kernel within Metal's 32 KB)
+	F64 = "f64"
+	U64 = "u64"
+)
+
+// Field is one struct member. Type is a scalar type or the name of an earlier Struct.
+type Field struct {
+	Name string // the C name; the Go name is it with the first letter upper-cased
+	Type string
+	Len  int // > 0: an array of Len elements
+}
+
+// Struct is a struct passed to kernels by value, laid out by C rules (each scalar aligned to
+// its size, the struct to its largest member).
+type Struct struct {
+	Name   string
+	Doc    string
+	Fields []Field
+	// InUnit: the struct is still declared by the unit that uses it (project.cu's float64
+	// CamD, until pixel_rays moves to float32), so abi.h leaves it out.
+	InUnit bool
+}
+
+// Const is a constant both sides use. C is the macro name, Go the Go constant's.
+type Const struct {
+	C, Go    string
+	Value    int64
+	Unsigned bool // the C literal carries a u suffix
+	Doc      string
+}
+
+// Kind is how a parameter reaches the kernel.
+type Kind int
+
+const (
+	ByValue Kind = iota // a Struct, copied into the launch (Metal: constant reference)
+	Scalar              // a 32-bit scalar by value
+	In                  // a device buffer the kernel only reads
+	Out                 // a device buffer the kernel writes (and may read)
+)
+
+// Param is one kernel parameter. Type is the Struct name (ByValue), the scalar type (Scalar)
+// or the element type (In, Out).
+type Param struct {
+	Name string
+	Kind Kind
+	Type string
+}
+
+// Shared is a block-shared (threadgroup) array the entry wrapper declares and passes to the
+// body: Metal allows threadgroup arrays only at kernel scope.
+type Shared struct {
+	Name string
+	Type string // a scalar type
+	Len  int
+}
+
+// Kernel is one entry point.
+type Kernel struct {
+	Name string
+	// Args names the body's argument struct (NAME_args in C, Go's CamelArgs) when entry points
+	// of one unit share it; empty means the kernel's own name.
+	Args   string
+	Params []Param
+	// Block, when non-zero, is the only block size (threads) the body is written for.
+	Block int
+	// MaxThreads and MinBlocks are CUDA's launch bounds (Metal: max threads per threadgroup);
+	// zero: none declared. They change register allocation, so they are only set where
+	// measurements showed the trade pays.
+	MaxThreads, MinBlocks int
+	Shared                []Shared
+}
+
+// Unit is one kernel file, shaders/NAME.cu.
+type Unit struct {
+	Name string
+	// Set groups units loaded together: "Engine" (every step) or "Ceiling" (bench only).
+	Set     string
+	Kernels []Kernel
+	// Wrapped units have generated entry wrappers (shaders/entries/NAME.h) calling
+	// NAME_body functions; the others still declare their own KERNEL entry points, whose
+	// parameters must match Params.
+	Wrapped bool
+}
+
+func val(name, typ string) Param { return Param{name, ByValue, typ} }
+func sc(name, typ string) Param  { return Param{name, Scalar, typ} }
+func in(name, typ string) Param  { return Param{name, In, typ} }
+func out(name, typ string) Param { return Param{name, Out, typ} }
+
+// Structs are the by-value structs, in dependency order.
+var Structs = []Struct{
+	{Name: "Cam", Doc: "one view's camera and projection settings (prep.NewCam's float32 values)", Fields: []Field{
+		{"R", F32, 9}, // world-to-camera rotation, row-major
+		{"T", F32, 3},
+		{"fx", F32, 0}, {"fy", F32, 0}, {"cx", F32, 0}, {"cy", F32, 0},
+		{"center", F32, 3},                                                                 // camera centre in world coordinates
+		{"limXNeg", F32, 0}, {"limXPos", F32, 0}, {"limYNeg", F32, 0}, {"limYPos", F32, 0}, // EWA Jacobian clamp
+		{"nearZ", F32, 0},       // cull z below this
+		{"radiusScale", F32, 0}, // ray model: sigma = radiusScale * exp(log_scale)
+		{"alphaMin", F32, 0},    // float32(prep.AlphaMin)
+		{"W", I32, 0}, {"H", I32, 0}, {"tileSize", I32, 0}, {"tilesX", I32, 0}, {"tilesY", I32, 0},
+		{"model", I32, 0}, {"shDegree", I32, 0}, {"antialiased", I32, 0}, {"n", I32, 0},
+	}},
+	{Name: "Raster", Doc: "the rasterizers' launch parameters (model is unread: the host picks the entry point)", Fields: []Field{
+		{"W", I32, 0}, {"H", I32, 0}, {"tileSize", I32, 0}, {"tilesX", I32, 0},
+		{"model", I32, 0}, {"maxSteps", I32, 0}, {"pad0", I32, 0}, {"pad1", I32, 0},
+		{"bg", F32, 3},
+		{"alphaMin", F32, 0}, // float32(prep.AlphaMin)
+	}},
+	{Name: "LossP", Doc: "the loss kernels' coefficients and SSIM window, as internal/loss computes them", Fields: []Field{
+		{"W", I32, 0}, {"H", I32, 0}, {"kind", I32, 0}, {"ssim", I32, 0},
+		{"pointCoef", F32, 0}, {"ssimCoef", F32, 0},
+		{"kern", F32, 11},
+	}},
+	{Name: "AdamGroup", Doc: "one parameter group's Adam step: lr/(1−β1ᵗ), 1/sqrt(1−β2ᵗ), the gradient clip (0 = off)", Fields: []Field{
+		{"stepSize", F32, 0}, {"invSqrtBc2", F32, 0}, {"clip", F32, 0}, {"pad", F32, 0},
+	}},
+	{Name: "AdamP", Doc: "one Adam step: the six groups, then β1, β2, 1−β1, 1−β2, ε and the splat count", Fields: []Field{
+		{"g", "AdamGroup", 6},
+		{"b1", F32, 0}, {"b2", F32, 0}, {"c1", F32, 0}, {"c2", F32, 0}, {"eps", F32, 0},
+		{"n", U32, 0}, {"visibleOnly", U32, 0}, {"pad", U32, 0},
+	}},
+	{Name: "CamD", Doc: "the float64 camera pixel_rays builds each pixel's ray from", InUnit: true, Fields: []Field{
+		{"R", F64, 9}, {"fx", F64, 0}, {"fy", F64, 0}, {"cx", F64, 0}, {"cy", F64, 0}, {"W", I32, 0}, {"H", I32, 0},
+	}},
+}
+
+// Consts are the layout constants both sides use.
+var Consts = []Const{
+	{"PARAM_FLOATS", "ParamFloats", 59, true, "floats per splat in the packed parameter layout (common.h's OFF_*)"},
+	{"RO_VISIBLE", "RoVisible", 0, false, "readout word: splats valid this view (project)"},
+	{"RO_ENTRIES", "RoEntries", 1, false, "readout word: tile-list entries the splats need (bin)"},
+	{"RO_ABORT", "RoAbort", 2, false, "readout word: non-zero when the entries exceed the list capacity; later stages do nothing"},
+	{"RO_NONFINITE", "RoNonFinite", 3, false, "readout word: gradient or update elements Adam dropped"},
+	{"RO_L1", "RoL1", 4, false, "readout words 4, 5: Σ|x−y| as a two-float sum (float32 hi, lo)"},
+	{"RO_SQ", "RoSq", 6, false, "readout words 6, 7: Σ(x−y)² as a two-float sum (float32 hi, lo)"},
+	{"RO_SSIM", "RoSSIM", 8, false, "readout words 8, 9: Σ SSIM map as a two-float sum (float32 hi, lo)"},
+	{"RO_BIG", "RoBig", 10, false, "readout word: splats bin_count queued for a warp each"},
+	{"RO_BIGBITS", "RoBigBits", 11, false, "readout word: words of hit bits the queued splats asked for"},
+	{"RO_WORDS", "RoWords", 16, false, "words of the readout block"},
+	{"SCAN_BLOCK", "ScanBlock", 1024, true, "elements one scan_blocks block covers (256 threads × 4)"},
+	{"SORT_THREADS", "SortThreads", 256, true, "threads of a sort block"},
+	{"SORT_ROUNDS", "SortRounds", 12, true, "rounds of SORT_THREADS elements a sort block ranks"},
+	{"SORT_CHUNK", "SortChunk", 3072, true, "elements one sort block owns (SORT_THREADS × SORT_ROUNDS)"},
+}
+
+// Units are the kernel files and their entry points.
+var Units = []Unit{
+	{Name: "project", Set: "Engine", Kernels: []Kernel{
+		{Name: "project", Params: []Param{val("cam", "Cam"), in("params", F32), out("valid", U32), out("depth", F32),
+			out("opacity", F32), out("color", F32), out("mean2d", F32), out("conic", F32), out("rayU", F32), out("rayA", F32),
+			out("boundCenter", F32), out("boundQ", F32), out("rect", I32), out("radius", F32), out("readout", U32)}},
+		{Name: "pixel_rays", Params: []Param{val("cam", "CamD"), out("rays", F32)}},
+	}},
+	{Name: "bin", Set: "Engine", Kernels: []Kernel{
+		{Name: "bin_count", Params: []Param{val("cam", "Cam"), in("valid", U32), in("boundCenter", F32), in("boundQ", F32),
+			in("rect", I32), sc("conic", U32), sc("bigArea", I32), out("counts", U32), out("readout", U32),
+			out("bigList", U32), out("hitMask", U32), out("flags", U32), out("bigOff", U32), sc("bitsCap", U32)}},
+		{Name: "bin_count_big", Params: []Param{val("cam", "Cam"), in("boundCenter", F32), in("boundQ", F32), in("rect", I32),
+			sc("conic", U32), in("readout", U32), in("bigList", U32), out("counts", U32), in("bigOff", U32), out("bigBits", U32)}},
+		{Name: "bin_compact", Params: []Param{in("valid", U32), in("depth", F32), in("flags", U32), sc("n", U32),
+			out("dkeys", U32), out("order", U32)}},
+		{Name: "bin_rank", Params: []Param{in("counts", U32), in("order", U32), in("flags", U32), sc("n", U32),
+			out("ranked", U32), out("rankOf", U32)}},
+		{Name: "bin_total", Params: []Param{in("offsets", U32), sc("n", U32), sc("cap", U32), in("prev", U32), out("readout", U32)}},
+		{Name: "bin_emit", Params: []Param{val("cam", "Cam"), in("valid", U32), in("rect", I32), in("hitMask", U32),
+			in("ranked", U32), in("rankOf", U32), sc("bigArea", I32), in("readout", U32), out("keys", U32), out("ids", U32)}},
+		{Name: "bin_emit_big", Params: []Param{val("cam", "Cam"), in("boundCenter", F32), in("boundQ", F32), in("rect", I32),
+			sc("conic", U32), in("ranked", U32), in("rankOf", U32), in("readout", U32), in("bigList", U32),
+			out("keys", U32), out("ids", U32), in("bigOff", U32), in("bigBits", U32)}},
+	}},
+	{Name: "scan", Set: "Engine", Wrapped: true, Kernels: []Kernel{
+		{Name: "scan_blocks", Params: []Param{in("in", U32), out("out", U32), sc("n", U32), out("blockSums", U32)},
+			Block: 256, Shared: []Shared{{"warpTot", U32, 8}}},
+		{Name: "scan_add", Params: []Param{out("out", U32), sc("n", U32), in("blockOffsets", U32)}},
+		{Name: "scan_add_sums", Params: []Param{out("out", U32), sc("n", U32), in("blockSums", U32)},
+			Block: 256, Shared: []Shared{{"warpTot", U32, 8}}},
+	}},
+	{Name: "sort", Set: "Engine", Wrapped: true, Kernels: []Kernel{
+		{Name: "sort_hist", Params: []Param{in("keys", U32), in("readout", U32), in("count", U32), sc("shift", U32), sc("nb", U32),
+			out("hist", U32)}, Block: 256, Shared: []Shared{{"h", U32, 256}}},
+		{Name: "sort_scatter", Params: []Param{in("keysIn", U32), in("valsIn", U32), out("keysOut", U32), out("valsOut", U32),
+			in("readout", U32), in("count", U32), sc("shift", U32), sc("nb", U32), in("offsets", U32)}, Block: 256,
+			Shared: []Shared{{"skeys", U32, 3072}, {"svals", U32, 3072}, {"wcnt", U16, 8 * 256}, {"gdelta", U32, 256}, {"wsum", U32, 8}}},
+	}},
+	{Name: "ranges", Set: "Engine", Wrapped: true, Kernels: []Kernel{
+		{Name: "tile_ranges", Params: []Param{in("keys", U32), in("readout", U32), sc("numTiles", U32), out("offsets", U32)}},
+	}},
+	{Name: "raster_fwd", Set: "Engine", Kernels: []Kernel{
+		{Name: "raster_fwd_ewa", Args: "raster_fwd", Params: rasterFwdParams},
+		{Name: "raster_fwd_ray", Args: "raster_fwd", Params: rasterFwdParams},
+	}},
+	{Name: "loss", Set: "Engine", Kernels: []Kernel{
+		{Name: "loss_map", Params: []Param{val("lp", "LossP"), in("readout", U32), in("img", F32), in("target", F32),
+			out("grad", F32), out("dmap", F32), out("partAbs", F32), out("partSq", F32), out("partSsim", F32)},
+			MaxThreads: 256, MinBlocks: 3},
+		{Name: "loss_grad", Params: []Param{val("lp", "LossP"), in("readout", U32), in("dmap", F32), in("img", F32),
+			in("target", F32), out("grad", F32)}},
+		{Name: "loss_finish", Params: []Param{in("partAbs", F32), in("partSq", F32), in("partSsim", F32), sc("blocks", U32),
+			out("readout", U32)}},
+	}},
+	{Name: "raster_bwd", Set: "Engine", Kernels: []Kernel{
+		{Name: "raster_bwd_chunks", Params: []Param{in("readout", U32), in("tileWalk", U32), sc("numTiles", U32),
+			out("chunkStart", U32), out("chunkTile", U32)}},
+		{Name: "raster_bwd_ewa", Args: "raster_bwd", Params: rasterBwdParams, MaxThreads: 256, MinBlocks: 6},
+		{Name: "raster_bwd_ray", Args: "raster_bwd", Params: rasterBwdParams},
+	}},
+	{Name: "project_bwd", Set: "Engine", Kernels: []Kernel{
+		{Name: "project_bwd", Params: []Param{val("cam", "Cam"), in("readout", U32), in("params", F32), in("valid", U32),
+			in("radius", F32), in("gColor", F32), in("gOpacity", F32), in("gMean2d", F32), in("gConic", F32),
+			in("gRayU", F32), in("gRayA", F32), out("grads", F32), out("grad2d", F32), sc("accumulate", U32),
+			out("statAccum", F32), out("statCount", U32), out("statMaxRadius", F32)}, MaxThreads: 128, MinBlocks: 6},
+	}},
+	{Name: "adam", Set: "Engine", Kernels: []Kernel{
+		{Name: "adam_step", Params: []Param{val("ap", "AdamP"), out("readout", U32), out("params", F32), in("grads", F32),
+			out("m", F32), out("v", F32), in("valid", U32)}},
+		{Name: "opacity_reset", Params: []Param{out("params", F32), sc("n", U32), sc("maxLogit", F32)}},
+	}},
+	{Name: "edit", Set: "Engine", Wrapped: true, Kernels: []Kernel{
+		{Name: "gather_rows", Params: []Param{in("src", F32), out("dst", F32), in("srcIdx", I32), sc("oldN", U32), sc("newN", U32),
+			sc("fresh", U32), sc("zeroFresh", U32)}},
+	}},
+	{Name: "ceiling", Set: "Ceiling", Wrapped: true, Kernels: []Kernel{
+		{Name: "ceiling_copy", Params: []Param{in("src", F32), out("dst", F32), sc("n", U32)}},
+		{Name: "ceiling_fma", Params: []Param{sc("iters", U32), sc("x", F32), sc("y", F32), out("out", F32)}},
+	}},
+}
+
+var rasterFwdParams = []Param{val("rp", "Raster"), in("readout", U32), in("tileOffsets", U32), in("ids", U32),
+	in("opacity", F32), in("color", F32), in("mean2d", F32), in("conic", F32), in("rayU", F32), in("rayA", F32),
+	in("rays", F32), out("image", F32), out("finalT", F32), out("count", U32), out("tileWalk", U32), out("chunkState", F32)}
+
+var rasterBwdParams = []Param{val("rp", "Raster"), in("readout", U32), sc("numTiles", U32), in("tileOffsets", U32),
+	in("ids", U32), in("opacity", F32), in("color", F32), in("mean2d", F32), in("conic", F32), in("rayU", F32),
+	in("rayA", F32), in("rays", F32), in("finalT", F32), in("count", U32), in("image", F32), in("tileWalk", U32),
+	in("chunkState", F32), in("chunkStart", U32), in("chunkTile", U32), in("dImage", F32), out("gColor", F32),
+	out("gOpacity", F32), out("gMean2d", F32), out("gConic", F32), out("gRayU", F32), out("gRayA", F32)}
