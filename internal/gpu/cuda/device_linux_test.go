@@ -567,8 +567,9 @@ func TestEmbeddedPTXFallback(t *testing.T) {
 	if got := download(t, d, by, 4); fmt.Sprint(got) != "[12 24 36 48]" {
 		t.Fatalf("saxpy from embedded PTX = %v", got)
 	}
-	// A source the PTX was not built from is refused, as ErrNoCompiler, naming the reason.
-	src.Code += "\n// edited\n"
+	// A source the PTX was not built from is refused, as ErrNoCompiler, naming the reason. The
+	// edit is code: the source hash ignores comments, so a comment would not make it stale.
+	src.Code += "\n__device__ int edited;\n"
 	_, err = d.Compile(src)
 	if !errors.Is(err, driver.ErrNoCompiler) || !errors.Is(err, driver.ErrStalePrebuilt) {
 		t.Fatalf("stale source: err = %v", err)
