@@ -180,7 +180,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"train", "extra"}, exitUsage, "rlxsplat train: unknown command", ""},
 		{[]string{"train", "--iterations", "x"}, exitUsage, `invalid argument "x" for "--iterations"`, ""},
 		{[]string{"train", "--device", "metal"}, exitUsage, "not one of auto, cpu, cuda", ""},
-		{[]string{"render", "--ckpt", "/nonexistent/a.ckpt"}, exitError, "rlxsplat render: ckpt: open /nonexistent/a.ckpt", ""},
+		{[]string{"render", "--ckpt", "/nonexistent/a.ckpt"}, exitError, "rlxsplat render: scene: open /nonexistent/a.ckpt", ""},
 	}
 	// --device cuda without a GPU fails before any data loads (the dataset here does not
 	// exist, and the error is about the device), with the hint and its own exit code.

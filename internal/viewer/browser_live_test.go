@@ -96,6 +96,16 @@ func TestBrowserLiveCurve(t *testing.T) {
 	if s1 := step(); s1 > s0+1 {
 		t.Fatalf("paused, yet the step went from %d to %d", s0, s1)
 	}
+	// The button toggles on the page's own idea of the state, which a live poll already in
+	// flight when the pause landed can briefly contradict: click once the page shows "resume".
+	button := func() string {
+		txt, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById("pause").textContent`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return txt
+	}
+	waitFor("the page to offer resume", func() bool { return button() == "resume" })
 	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS("#pause"))); err != nil {
 		t.Fatal(err)
 	}
