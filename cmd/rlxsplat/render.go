@@ -13,7 +13,6 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/config"
 	"github.com/rlxsplat/rlxsplat/internal/io/dataset"
 	"github.com/rlxsplat/rlxsplat/internal/io/imageio"
-	"github.com/rlxsplat/rlxsplat/internal/io/scene"
 	"github.com/rlxsplat/rlxsplat/internal/loss"
 	"github.com/rlxsplat/rlxsplat/internal/train"
 )
@@ -47,14 +46,8 @@ by its content; a checkpoint's stored config applies unless --config is given.`,
 			if o.scene, err = o.sf.path("render", true); err != nil {
 				return err
 			}
-			if o.cf.file == "" {
-				if f, err := scene.DetectFile(o.scene); err == nil && f == scene.Checkpoint {
-					yaml, err := train.CheckpointConfig(o.scene)
-					if err != nil {
-						return err
-					}
-					o.cf.fileData, o.cf.fileName = yaml, o.scene+" (config)"
-				}
+			if err := o.cf.checkpointConfigDefault(o.scene); err != nil {
+				return err
 			}
 			c, err := o.cf.resolved(cmd, s)
 			if err != nil || c == nil {

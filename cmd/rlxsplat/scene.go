@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rlxsplat/rlxsplat/internal/io/scene"
+	"github.com/rlxsplat/rlxsplat/internal/train"
 )
 
 // sceneFlags binds --scene and the older --ply and --ckpt, which now take
@@ -50,4 +51,21 @@ func readScene(path string, errw io.Writer) (*scene.Scene, error) {
 		fmt.Fprintln(errw, "rlxsplat: warning:", w)
 	}
 	return s, nil
+}
+
+// checkpointConfigDefault makes a checkpoint's stored config the base configuration when the
+// scene is a checkpoint and no --config was given, so that it renders as it was trained.
+func (cf *configFlags) checkpointConfigDefault(path string) error {
+	if cf.file != "" {
+		return nil
+	}
+	if f, err := scene.DetectFile(path); err != nil || f != scene.Checkpoint {
+		return nil // an unreadable file is reported by the scene reader, with its reason
+	}
+	yaml, err := train.CheckpointConfig(path)
+	if err != nil {
+		return err
+	}
+	cf.fileData, cf.fileName = yaml, path+" (config)"
+	return nil
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/app"
 	"github.com/rlxsplat/rlxsplat/internal/config"
 	"github.com/rlxsplat/rlxsplat/internal/io/dataset"
-	"github.com/rlxsplat/rlxsplat/internal/io/scene"
 	"github.com/rlxsplat/rlxsplat/internal/train"
 	"github.com/rlxsplat/rlxsplat/internal/viewer"
 )
@@ -58,12 +57,8 @@ loopback address unless --host says otherwise, and runs until interrupted
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.scene = args[0]
-			if f, err := scene.DetectFile(o.scene); err == nil && f == scene.Checkpoint && o.cf.file == "" {
-				yaml, err := train.CheckpointConfig(o.scene)
-				if err != nil {
-					return err
-				}
-				o.cf.fileData, o.cf.fileName = yaml, o.scene+" (config)"
+			if err := o.cf.checkpointConfigDefault(o.scene); err != nil {
+				return err
 			}
 			c, err := o.cf.resolved(cmd, s)
 			if err != nil || c == nil {

@@ -3,6 +3,7 @@ package viewer
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/rlxsplat/rlxsplat/internal/io/quant"
 	"math"
 
 	"github.com/rlxsplat/rlxsplat/internal/splat"
@@ -118,11 +119,11 @@ func Encode(g *splat.Gaussians, deg int) ([]byte, error) {
 			}
 			rot[4*i+c] = byte(int8(math.Round(v * 127)))
 		}
-		opa[i] = quantByte(float64(splat.Sigmoid(g.OpacityLogits[i])) * 255)
+		opa[i] = quant.Byte(float64(splat.Sigmoid(g.OpacityLogits[i])) * 255)
 		sh := g.SH[i*splat.SHCoeffs*3:]
 		for c := 0; c < 3; c++ {
 			rgb := 0.5 + splat.SHC0*float64(sh[c])
-			col[3*i+c] = quantByte((rgb - colourLo) / colourSpan * 255)
+			col[3*i+c] = quant.Byte((rgb - colourLo) / colourSpan * 255)
 		}
 		r := rest[i*k*3:]
 		for j := 0; j < k*3; j++ {
@@ -142,17 +143,6 @@ func unitFixed(v, lo, hi float32, top float64) float64 {
 		return 0
 	}
 	return math.Round(min(max(float64(v-lo)/float64(hi-lo), 0), 1) * top)
-}
-
-func quantByte(v float64) byte {
-	r := math.Round(v)
-	switch {
-	case r < 0 || math.IsNaN(r):
-		return 0
-	case r > 255:
-		return 255
-	}
-	return byte(r)
 }
 
 // Decode is the page's decoding written in Go: the tests check Encode against it, and it

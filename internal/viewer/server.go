@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rlxsplat/rlxsplat/internal/io/quant"
 	"image"
 	"image/jpeg"
 	"io/fs"
@@ -267,7 +268,7 @@ func encodeJPEG(img *imageio.Image) ([]byte, error) {
 	m := image.NewRGBA(image.Rect(0, 0, img.W, img.H))
 	for i := 0; i < img.W*img.H; i++ {
 		for c := 0; c < 3; c++ {
-			m.Pix[4*i+c] = quantByte(float64(img.RGB[3*i+c]) * 255)
+			m.Pix[4*i+c] = quant.Byte(float64(img.RGB[3*i+c]) * 255)
 		}
 		m.Pix[4*i+3] = 255
 	}
