@@ -86,9 +86,15 @@ func TestBrowserLiveCurve(t *testing.T) {
 	t.Logf("the page's curve grew from %d points past %d", first, curve())
 
 	// Pause from the page: the trainer's step stops advancing; resume starts it again.
-	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS("#pause"))); err != nil {
-		t.Fatal(err)
+	// The button's own click handler, fired from script: a mouse click at the button's
+	// coordinates can miss under load, when the status line beside it reflows between the
+	// box query and the click.
+	clickPause := func() {
+		if _, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`(document.getElementById("pause").click(), true)`)); err != nil {
+			t.Fatal(err)
+		}
 	}
+	clickPause()
 	step := func() int { return liveStep(t, hs.URL) }
 	waitFor("the pause to take", func() bool { return liveState(t, hs.URL).Paused })
 	s0 := step()
@@ -106,9 +112,7 @@ func TestBrowserLiveCurve(t *testing.T) {
 		return txt
 	}
 	waitFor("the page to offer resume", func() bool { return button() == "resume" })
-	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS("#pause"))); err != nil {
-		t.Fatal(err)
-	}
+	clickPause()
 	waitFor("training to resume", func() bool { return step() > s0+1 })
 }
 
