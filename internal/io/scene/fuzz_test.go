@@ -1,6 +1,7 @@
 package scene_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,13 +12,15 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/io/ply"
 	"github.com/rlxsplat/rlxsplat/internal/io/scene"
 	"github.com/rlxsplat/rlxsplat/internal/io/spz"
+	"github.com/rlxsplat/rlxsplat/internal/npmtools"
 	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 	"github.com/rlxsplat/rlxsplat/internal/splattest"
 )
 
 // FuzzReadFile feeds arbitrary bytes, as a file, to ReadFile, seeded with
-// a small scene in every format and the shared fixtures other tools
-// wrote (the SPZ one, and train-1000's PLY). Detection and every reader
+// a small scene in every format, the same scene as splat-transform writes
+// it (compressed PLY, SPZ, .glb) and the shared fixtures other
+// tools wrote (the SPZ one, and train-1000's PLY). Detection and every reader
 // behind it must not panic; errors must name the file; a scene that reads
 // must be valid and agree with Detect.
 func FuzzReadFile(f *testing.F) {
@@ -39,6 +42,27 @@ func FuzzReadFile(f *testing.F) {
 			f.Fatal(err)
 		}
 		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	// What another writer makes of the same scene, where splat-transform is installed (.ci/run
+	// installs it): its compressed PLY, SPZ and .glb (it writes no .splat), whose layouts ours never produce.
+	src := filepath.Join(dir, "seeda.ply")
+	if err := os.Rename(filepath.Join(dir, "seeda"), src); err != nil {
+		f.Fatal(err)
+	}
+	for _, name := range []string{"st.compressed.ply", "st.spz", "st.glb"} {
+		out := filepath.Join(dir, name)
+		if err := npmtools.SplatTransform(src, out); err != nil {
+			if errors.Is(err, npmtools.ErrAbsent) {
+				f.Logf("no splat-transform seeds: %v", err)
+				break
+			}
+			f.Fatal(err)
+		}
+		b, err := os.ReadFile(out)
 		if err != nil {
 			f.Fatal(err)
 		}
