@@ -17,7 +17,7 @@
 // chunkEntries must match: it sizes the chunk buffers). Chunk c of a tile is entries
 // [c·CHUNK, (c+1)·CHUNK) of its list; the backward runs a block per chunk up to the tile's
 // walk (its pixels' longest count), so that no tile's back-to-front walk is one serial chain
-// of its whole list (the longest lists were raster_bwd's tail: NOTES.md, session 5). A power
+// of its whole list (the longest lists were raster_bwd's tail). A power
 // of two dividing BATCH: the forward finds the boundaries in a batch with a mask.
 #define CHUNK 64u
 static_assert(BATCH % CHUNK == 0 && (CHUNK & (CHUNK - 1u)) == 0u, "CHUNK must be a power of two dividing BATCH");

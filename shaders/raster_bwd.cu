@@ -6,8 +6,8 @@
 // gradient to opacity or geometry.
 //
 // Chunks: a tile's list is cut into chunks of CHUNK entries (raster.h), each walked by a block
-// of its own, so that a tile's walk is no longer one serial chain (NOTES.md, session 5: the
-// longest lists were the stage's tail). Chunk c of a pixel's walk is entries [lo, e) with
+// of its own, so that a tile's walk is no longer one serial chain (the longest lists were
+// the stage's tail). Chunk c of a pixel's walk is entries [lo, e) with
 // lo = c·CHUNK, e = min((c+1)·CHUNK, count), and starts from the state behind entry e−1: T_e,
 // the transmittance in front of entry e, and B_e, the colour behind it. Where the count ends
 // inside the chunk that is the forward's end state, T_e = finalT and B_e = finalT·bg, as the
@@ -260,7 +260,7 @@ KERNEL raster_bwd_chunks(const GPTR u32* readout, const GPTR u32* tileWalk, u32 
 
 // BOUNDS: 6 blocks an SM at 40 registers (8 bytes spilled) instead of 4 at the 56 the compiler
 // takes unbounded; on a trained 901k-splat bonsai the kernel went from 0.652 to 0.598 ms, at 1M
-// random splats it stayed within 0.01 (NOTES.md, session 8).
+// random splats it stayed within 0.01 ms.
 KERNEL BOUNDS(256, 6) raster_bwd_ewa(Raster rp, const GPTR u32* readout, u32 numTiles, const GPTR u32* tileOffsets,
                                      const GPTR u32* ids, const GPTR float* opacity, const GPTR float* color,
                                      const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU,
