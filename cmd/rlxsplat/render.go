@@ -164,8 +164,8 @@ func defaultRenderDir(scene string) string {
 	return filepath.Join(dir, "render")
 }
 
-// metrics returns PSNR and SSIM of a render, clamped to [0,1] as training's evaluation
-// scores it, against the view's photo.
+// metrics returns PSNR and SSIM (the standard metric, loss.MetricSSIM) of a render, clamped
+// to [0,1] as training's evaluation scores it, against the view's photo.
 func metrics(raw []float32, v dataset.View) (float64, float64, error) {
 	img := loss.Clamp01(nil, raw)
 	p, err := loss.PSNR(img, v.Image.RGB)
@@ -176,6 +176,6 @@ func metrics(raw []float32, v dataset.View) (float64, float64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	ss, err := ev.SSIM(img, v.Image.RGB)
+	ss, err := ev.MetricSSIM(img, v.Image.RGB)
 	return p, ss, err
 }

@@ -277,10 +277,13 @@ func (b *stepBar) event(ev train.Event) {
 		b.bar.Set(e.Step)
 	case train.Evaluated:
 		b.println(fmt.Sprintf("step %d: %s PSNR %.2f dB, SSIM %.4f over %d views, %d Gaussians", e.Step, e.Split, e.PSNR, e.SSIM, e.Views, e.Gaussians))
+		if e.RendersDir != "" {
+			b.println(fmt.Sprintf("writing the evaluated renders to %s", e.RendersDir))
+		}
 	case train.Notice:
 		b.println(e.Text)
 	case train.Saved:
-		if e.Kind != "preview" {
+		if e.Kind != "preview" && e.Kind != "eval-render" { // one line per run, not per image
 			b.println(fmt.Sprintf("wrote %s %s", e.Kind, e.Path))
 		}
 	}

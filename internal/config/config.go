@@ -248,6 +248,9 @@ type Train struct {
 	KeepCheckpoints int `yaml:"keep_checkpoints"`
 	// PreviewView indexes the test views (train views without a test split).
 	PreviewView int `yaml:"preview_view"`
+	// SaveEvalRenders writes every evaluated view's render (clamped to [0,1]) as a PNG at each
+	// evaluation, and the photos once, so that others can score them with their own metrics.
+	SaveEvalRenders bool `yaml:"save_eval_renders"`
 }
 
 // Export formats (output.formats).

@@ -54,7 +54,7 @@ func wantDefaults() Config {
 			MaxScreenSize: 20, MaxWorldScale: 0.1, MaxGaussians: 0},
 		Train: Train{Iterations: 30000, Seed: 42, Device: DeviceAuto, Threads: 0,
 			EvalSteps: []int{7000, 30000}, LogEvery: 10, PreviewEvery: 1000, CheckpointEvery: 5000,
-			KeepCheckpoints: 3, PreviewView: 0},
+			KeepCheckpoints: 3, PreviewView: 0, SaveEvalRenders: false},
 		Output: Output{Dir: "out", Formats: []string{"ply"}},
 	}
 }
@@ -505,9 +505,9 @@ func TestDefaultYAMLDocumentsEveryKey(t *testing.T) {
 func TestKeysDefaultType(t *testing.T) {
 	keys := Keys()
 	// data 8, init 6, model 6, raster 3, loss 2, optim 13, densify 12,
-	// train 10, output 2.
-	if len(keys) != 62 {
-		t.Errorf("%d keys, want 62", len(keys))
+	// train 11, output 2.
+	if len(keys) != 63 {
+		t.Errorf("%d keys, want 63", len(keys))
 	}
 	if keys[0] != "data.dir" || keys[len(keys)-1] != "output.formats" {
 		t.Errorf("key order: first %s, last %s", keys[0], keys[len(keys)-1])

@@ -87,6 +87,9 @@ type EvaluatorOf[F splat.Float] struct {
 	// Per-row sums, reduced in row order afterwards so that the result does
 	// not depend on how rows were split among workers.
 	rowAbs, rowSq, rowSSIM []float64 // [H]
+	// rowSSIMIn is the row's SSIM sum over interior columns only (windows that fit the image),
+	// for the standard metric (MetricSSIM).
+	rowSSIMIn []float64 // [H]
 
 	job job[F] // the arguments of the call in progress
 	wg  sync.WaitGroup
@@ -146,6 +149,7 @@ func (e *EvaluatorOf[F]) Resize(w, h int) error {
 	e.rowAbs = grow(e.rowAbs, h)
 	e.rowSq = grow(e.rowSq, h)
 	e.rowSSIM = grow(e.rowSSIM, h)
+	e.rowSSIMIn = grow(e.rowSSIMIn, h)
 	nw := min(e.workers, h)
 	if len(e.scratchA) < nw {
 		e.scratchA = append(e.scratchA, make([][]F, nw-len(e.scratchA))...)
@@ -225,7 +229,39 @@ func (e *EvaluatorOf[F]) Loss(kind Kind, lambda F, img, target, grad []F) (Resul
 	return res, nil
 }
 
-// SSIM returns the mean SSIM of img against target (1 for equal images).
+// MetricSSIM returns the SSIM of img against target as the standard metric implementations
+// compute it (scikit-image's structural_similarity with gaussian_weights, σ = 1.5,
+// use_sample_covariance off and data_range 1; torchmetrics' structural_similarity_index_measure
+// with its defaults): the 11×11 Gaussian-window SSIM map averaged over the pixels whose window
+// lies inside the image, so border pixels, whose windows would reach into padding, are left
+// out. Per channel, then averaged over the three channels, which for equal-sized channels is
+// the mean over every interior value. It agrees with scikit-image 0.19.3
+// (TestMetricSSIMMatchesScikitImage): within 4e-6 on test images.
+//
+// SSIM (the same map averaged over every pixel with zero padding at the border) is what the
+// original 3DGS code trains with and reports; it reads slightly lower on real renders because
+// border windows see zeros. The fixed 11×11 window needs images of at least 11×11 pixels.
+func (e *EvaluatorOf[F]) MetricSSIM(img, target []F) (float64, error) {
+	if e.w < windowSize || e.h < windowSize {
+		return 0, fmt.Errorf("loss: standard SSIM of a %d×%d image: the %d×%d window needs at least %d×%d pixels", e.w, e.h, windowSize, windowSize, windowSize, windowSize)
+	}
+	if err := e.checkSizes(img, target, nil); err != nil {
+		return 0, err
+	}
+	e.job = job[F]{kind: L1SSIM, img: img, target: target, ssim: true}
+	defer e.clearJob()
+	e.run(phasePointwise)
+	e.run(phaseSSIM)
+	var s float64
+	for y := WindowRadius; y < e.h-WindowRadius; y++ {
+		s += e.rowSSIMIn[y]
+	}
+	return s / float64((e.w-2*WindowRadius)*(e.h-2*WindowRadius)*3), nil
+}
+
+// SSIM returns the mean SSIM of img against target (1 for equal images): the map averaged
+// over every pixel, with zero padding where the window leaves the image, as the original 3DGS
+// computes it. See MetricSSIM for the standard metric.
 func (e *EvaluatorOf[F]) SSIM(img, target []F) (float64, error) {
 	if err := e.checkSizes(img, target, nil); err != nil {
 		return 0, err
@@ -362,8 +398,10 @@ func (e *EvaluatorOf[F]) ssimRow(wk, y int) {
 		d = e.scratchB[wk][:w*bwdK]
 	}
 	c1, c2 := F(C1), F(C2)
-	var sum float64
+	var sum, sumIn float64
 	for p := 0; p < w; p++ {
+		// Interior columns (the window fits) also count towards MetricSSIM's sum.
+		in := p >= WindowRadius && p < w-WindowRadius
 		for c := 0; c < 3; c++ {
 			o := p*fwdK + c*nQ
 			mx, my := m[o+qX], m[o+qY]
@@ -377,6 +415,9 @@ func (e *EvaluatorOf[F]) ssimRow(wk, y int) {
 			inv := 1 / (b1 * b2)
 			s := a1 * a2 * inv
 			sum += float64(s)
+			if in {
+				sumIn += float64(s)
+			}
 			if d != nil {
 				// μx enters a1, b1 directly and a2, b2 through σxy = E[xy] − μxμy
 				// and σx² = E[x²] − μx².
@@ -387,7 +428,7 @@ func (e *EvaluatorOf[F]) ssimRow(wk, y int) {
 			}
 		}
 	}
-	e.rowSSIM[y] = sum
+	e.rowSSIM[y], e.rowSSIMIn[y] = sum, sumIn
 	if d != nil {
 		filterX(e.hd[y*w*bwdK:(y+1)*w*bwdK], d, bwdK, &e.kern)
 	}

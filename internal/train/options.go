@@ -38,10 +38,12 @@ type Options struct {
 	InitOpacity     float32
 	InitRandomScale float64 // half-size of the random cube as a fraction of the extent
 
-	EvalSteps       []int
-	LogEvery        int
-	PreviewEvery    int
-	PreviewView     int
+	EvalSteps    []int
+	LogEvery     int
+	PreviewEvery int
+	PreviewView  int
+	// SaveEvalRenders writes each evaluation's renders and, once, the photos as PNGs.
+	SaveEvalRenders bool
 	CheckpointEvery int
 	KeepCheckpoints int
 
@@ -106,11 +108,16 @@ type Progress struct {
 
 // Evaluated is sent after an evaluation over the test views.
 type Evaluated struct {
-	Step       int
-	Split      string // "test", or "train" when there is no test split
-	PSNR, SSIM float64
-	Views      int
-	Gaussians  int
+	Step  int
+	Split string // "test", or "train" when there is no test split
+	PSNR  float64
+	// SSIM is the standard metric (loss.MetricSSIM: interior windows, as scikit-image and
+	// torchmetrics compute it); SSIM3DGS the original 3DGS code's (zero-padded, every pixel).
+	SSIM, SSIM3DGS float64
+	// RendersDir is where this evaluation's renders are being written (SaveEvalRenders), or "".
+	RendersDir string
+	Views          int
+	Gaussians      int
 }
 
 // Notice is a one-line message for the user.
@@ -118,7 +125,7 @@ type Notice struct{ Text string }
 
 // Saved names a file the trainer wrote.
 type Saved struct {
-	Kind string // "checkpoint", "preview", "ply", "curve", "metrics"
+	Kind string // "checkpoint", "preview", "ply", "curve", "metrics", "eval-render"
 	Path string
 }
 

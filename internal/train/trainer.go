@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rlxsplat/rlxsplat/internal/adam"
@@ -45,6 +46,8 @@ type Trainer struct {
 	ahead   *queued // the next step, already submitted to a pipelining engine
 	// sceneDue says the Observer wants the Gaussians after the current step.
 	sceneDue bool
+	// photosSaved holds the photos already queued by saveEvalRender (each is written once).
+	photosSaved map[string]bool
 }
 
 // queued is a step submitted to an engine.Pipeliner before the one before it was collected.
@@ -503,7 +506,7 @@ func (t *Trainer) evaluate(s int) error {
 	if len(views) == 0 {
 		views, split = t.ds.Train, "train"
 	}
-	var psnrSum, ssimSum float64
+	var psnrSum, ssimSum, ssim3Sum float64
 	var ev *loss.Evaluator
 	var img []float32
 	for _, v := range views {
@@ -527,23 +530,78 @@ func (t *Trainer) evaluate(s int) error {
 		if err != nil {
 			return fmt.Errorf("train: %w", err)
 		}
-		ss, err := ev.SSIM(img, target)
+		ss, err := ev.MetricSSIM(img, target)
+		if err != nil {
+			return fmt.Errorf("train: evaluating %s: %w", v.Name, err)
+		}
+		ss3, err := ev.SSIM(img, target)
 		if err != nil {
 			return fmt.Errorf("train: %w", err)
 		}
 		psnrSum += p
 		ssimSum += ss
+		ssim3Sum += ss3
+		if t.opt.SaveEvalRenders {
+			if err := t.saveEvalRender(s, v.Name, img, target, v.Camera.Width, v.Camera.Height); err != nil {
+				return err
+			}
+		}
 	}
 	n := float64(len(views))
-	e := Evaluated{Step: s, Split: split, PSNR: psnrSum / n, SSIM: ssimSum / n, Views: len(views), Gaussians: t.eng.Len()}
+	e := Evaluated{Step: s, Split: split, PSNR: psnrSum / n, SSIM: ssimSum / n, SSIM3DGS: ssim3Sum / n, Views: len(views), Gaussians: t.eng.Len()}
+	if t.opt.SaveEvalRenders {
+		e.RendersDir = t.evalDir(s)
+	}
 	if len(t.curve) > 0 && t.curve[len(t.curve)-1].Step == s {
 		t.curve[len(t.curve)-1].TestPSNR = e.PSNR
 	} else {
 		t.curve = append(t.curve, curvePoint{Step: s, Loss: math.NaN(), PSNR: math.NaN(), TestPSNR: e.PSNR})
 	}
-	t.logJSON(map[string]any{"step": s, "eval": split, "psnr": e.PSNR, "ssim": e.SSIM, "views": e.Views, "gaussians": e.Gaussians})
+	t.logJSON(map[string]any{"step": s, "eval": split, "psnr": e.PSNR, "ssim": e.SSIM, "ssim_3dgs": e.SSIM3DGS, "views": e.Views, "gaussians": e.Gaussians})
 	t.emit(e)
 	return nil
+}
+
+// saveEvalRender queues the PNG of one evaluated view's clamped render under
+// OUT/eval/step-NNNNN/, and of its photo under OUT/eval/photos/ the first time, with the
+// view's own name, so that the pairs line up for any external scorer.
+func (t *Trainer) saveEvalRender(s int, name string, img, target []float32, w, h int) error {
+	base := strings.TrimSuffix(filepath.Base(name), filepath.Ext(name)) + ".png"
+	render := filepath.Join(t.evalDir(s), base)
+	photo := filepath.Join(t.opt.OutDir, "eval", "photos", base)
+	jobs := []struct {
+		path string
+		rgb  []float32
+	}{{render, append([]float32(nil), img...)}} // copies: both buffers are reused
+	if !t.photosSaved[photo] {
+		if t.photosSaved == nil {
+			t.photosSaved = map[string]bool{}
+		}
+		t.photosSaved[photo] = true
+		jobs = append(jobs, struct {
+			path string
+			rgb  []float32
+		}{photo, append([]float32(nil), target...)})
+	}
+	for _, j := range jobs {
+		err := t.writes.queue(func() (Saved, error) {
+			if err := os.MkdirAll(filepath.Dir(j.path), 0o755); err != nil {
+				return Saved{}, fmt.Errorf("train: evaluation render: %w", err)
+			}
+			if err := imageio.SavePNG(j.path, j.rgb, w, h); err != nil {
+				return Saved{}, fmt.Errorf("train: evaluation render: %w", err)
+			}
+			return Saved{Kind: "eval-render", Path: j.path}, nil
+		}, t.emit)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *Trainer) evalDir(s int) string {
+	return filepath.Join(t.opt.OutDir, "eval", fmt.Sprintf("step-%05d", s))
 }
 
 // preview writes the render of a fixed view next to its target.

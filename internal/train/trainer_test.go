@@ -2,14 +2,17 @@ package train
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rlxsplat/rlxsplat/internal/demo"
 	"github.com/rlxsplat/rlxsplat/internal/engine"
 	"github.com/rlxsplat/rlxsplat/internal/engine/cpu"
 	"github.com/rlxsplat/rlxsplat/internal/io/dataset"
+	"github.com/rlxsplat/rlxsplat/internal/io/imageio"
 	"github.com/rlxsplat/rlxsplat/internal/io/ply"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
@@ -250,4 +253,39 @@ func runEvals(t *testing.T, tr *Trainer) *[]Evaluated {
 		t.Fatal(err)
 	}
 	return evals
+}
+
+// With SaveEvalRenders each evaluation writes one PNG per test view, named after the view, and
+// the photos once; the metric reported is the standard SSIM, not the zero-padded one.
+func TestSaveEvalRenders(t *testing.T) {
+	ds := smallDemo(t)
+	opt := testOptions(t.TempDir())
+	opt.Iterations, opt.EvalSteps, opt.SaveEvalRenders = 12, []int{6}, true
+	opt.Densify.Enabled = false
+	tr := newTrainer(t, ds, opt)
+	evals := *runEvals(t, tr)
+	if len(evals) != 2 {
+		t.Fatalf("%d evaluations, want 2", len(evals))
+	}
+	for _, e := range evals {
+		dir := filepath.Join(opt.OutDir, "eval", fmt.Sprintf("step-%05d", e.Step))
+		if e.RendersDir != dir {
+			t.Errorf("step %d: RendersDir %q, want %q", e.Step, e.RendersDir, dir)
+		}
+		if e.SSIM == e.SSIM3DGS || !(e.SSIM > 0 && e.SSIM <= 1) {
+			t.Errorf("step %d: SSIM %v, 3DGS SSIM %v: want the standard metric, which differs", e.Step, e.SSIM, e.SSIM3DGS)
+		}
+	}
+	for _, sub := range []string{"step-00006", "step-00012", "photos"} {
+		for _, v := range ds.Test {
+			name := strings.TrimSuffix(filepath.Base(v.Name), filepath.Ext(v.Name)) + ".png"
+			img, err := imageio.Load(filepath.Join(opt.OutDir, "eval", sub, name))
+			if err != nil {
+				t.Fatalf("%s: %v", sub, err)
+			}
+			if img.W != v.Camera.Width || img.H != v.Camera.Height {
+				t.Fatalf("%s/%s: %d×%d, want the view's %d×%d", sub, name, img.W, img.H, v.Camera.Width, v.Camera.Height)
+			}
+		}
+	}
 }
