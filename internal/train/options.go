@@ -116,8 +116,8 @@ type Evaluated struct {
 	SSIM, SSIM3DGS float64
 	// RendersDir is where this evaluation's renders are being written (SaveEvalRenders), or "".
 	RendersDir string
-	Views          int
-	Gaussians      int
+	Views      int
+	Gaussians  int
 }
 
 // Notice is a one-line message for the user.
