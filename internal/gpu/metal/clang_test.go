@@ -210,6 +210,10 @@ func TestMSLClangPlanted(t *testing.T) {
 		{"double literal", `    return out[th.tid] * 0.5;`, "double precision constant"},
 		{"unqualified threadgroup pointer", `    float* p = tg + th.lane;
     return *p;`, "__local"},
+		{"unqualified device pointer", `    float* p = out + th.tid;
+    return *p;`, "__global"},
+		{"unqualified threadgroup reference", `    float& r = tg[th.lane];
+    return r;`, "__local"},
 		{"threadgroup array as a thread pointer argument", `    return sqrt_rn(*tg) + warp_sum16_spread(th, tg);`,
 			"cannot pass pointer to address space '__local' as a pointer to address space '__private'"},
 		{"threadgroup float atomic", `    return atomic_fetch_add_explicit((SPTR atomic_float*)&tg[0], 1.0f, memory_order_relaxed);`,
