@@ -55,13 +55,15 @@ var (
 	clangError = regexp.MustCompile(`(?m)^.*: (?:error: .*|warning: double precision constant.*)$`)
 	// An address in __global (device, constant) or __local (threadgroup) memory given to a
 	// thread (__private) pointer or reference: an initialisation or argument conversion whose
-	// target points to __private, or a reference binding that changes address space. (The
-	// aggregate-initialisation failures of this pass convert to non-pointer types and do not
-	// match.)
+	// target points to __private, a function's reference parameter refused (clang names the two
+	// address spaces the other way round), or a reference binding that changes address space.
+	// The failures of this pass that are not MSL's (aggregate initialisation, implicit copy
+	// constructors: "candidate constructor") convert to other types and do not match.
 	clangAddrSpace = regexp.MustCompile(`(?m)^.*: (?:error|note): .*(?:` +
 		`of type '(?:const )?__private [^']*\*[^']*' with an [lr]value of type '(?:const )?__(?:global|local) [^']*[*[]` +
 		`|from '(?:const )?__(?:global|local) [^']*' to '(?:const )?__private [^']*\*` +
 		`|cannot pass pointer to address space '__(?:global|local)' as a pointer to address space '__private'` +
+		`|candidate function(?: template)? not viable: cannot bind reference in address space '__(?:global|local)' to object in address space '__private'` +
 		`|binding reference of type '(?:const )?__private [^']*' to value of type '(?:const )?__(?:global|local) [^']*' changes address space` +
 		`).*$`)
 )
@@ -191,6 +193,8 @@ struct planted_args {
     u32 n;
 };
 
+DEVICE float first(const PlantedP& q) { return q.R[0]; }
+
 DEVICE float planted(Thr th, planted_args a, SPTR float* tg)
 {
     GPTR float* out = a.out;
@@ -236,6 +240,8 @@ func TestMSLClangPlanted(t *testing.T) {
     return *p;`, "__global"},
 		{"unqualified threadgroup reference", `    float& r = tg[th.lane];
     return r;`, "__local"},
+		{"threadgroup struct as a thread reference argument", `    return first(*(SPTR PlantedP*)tg);`,
+			"cannot bind reference in address space '__local' to object in address space '__private'"},
 		{"threadgroup array as a thread pointer argument", `    return sqrt_rn(*tg) + warp_sum16_spread(th, tg);`,
 			"cannot pass pointer to address space '__local' as a pointer to address space '__private'"},
 		{"threadgroup float atomic", `    return atomic_fetch_add_explicit((SPTR atomic_float*)&tg[0], 1.0f, memory_order_relaxed);`,
