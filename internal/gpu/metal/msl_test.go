@@ -2,6 +2,7 @@ package metal
 
 import (
 	"fmt"
+	"io/fs"
 	"regexp"
 	"slices"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/rlxsplat/rlxsplat/internal/fused/abi/spec"
 	"github.com/rlxsplat/rlxsplat/internal/gpu/driver"
+	"github.com/rlxsplat/rlxsplat/shaders"
 )
 
 // TestMSLPrelude: MSL compiles prelude_metal.h wherever a unit or one of its headers includes
@@ -110,5 +112,68 @@ func TestMSLPreciseBuiltins(t *testing.T) {
 		default:
 			t.Logf("%s.cu (not wrapped yet): math builtins that depend on the math mode: %s", u.Name, strings.Join(calls, ", "))
 		}
+	}
+}
+
+var (
+	preludeMacro = regexp.MustCompile(`(?m)^#define\s+(\w+)`)
+	preludeFunc  = regexp.MustCompile(`(?m)^DEVICE\s+[\w\s]+?\b(\w+)\s*\(`)
+	preludeType  = regexp.MustCompile(`(?m)^(?:typedef\s+.*?\b(\w+)\s*;|struct\s+(\w+)\s*\{)`)
+)
+
+// metalOmits are the words of the CUDA prelude that the Metal one leaves out on purpose (see
+// prelude_metal.h): thread indices are kernel parameters in MSL (bodies take Thr), and MSL has
+// no double.
+var metalOmits = map[string]bool{
+	"RLX_BACKEND_CUDA": true, "TID": true, "BDIM": true, "BID": true, "NBLOCKS": true, "LANE": true, "WARP_ID": true,
+	"dmul_rn": true, "bits_f64": true,
+}
+
+// preludeWords lists the macros, DEVICE functions and types a prelude defines.
+func preludeWords(text string) map[string]bool {
+	text = driver.StripComments(text)
+	words := map[string]bool{}
+	for _, re := range []*regexp.Regexp{preludeMacro, preludeFunc, preludeType} {
+		for _, m := range re.FindAllStringSubmatch(text, -1) {
+			for _, w := range m[1:] {
+				if w != "" {
+					words[w] = true
+				}
+			}
+		}
+	}
+	return words
+}
+
+// TestMetalPreludeVocabulary: every word the CUDA prelude gives kernel bodies, the Metal one
+// gives too, but for those it omits on purpose, so a helper added to the CUDA prelude fails
+// here until Metal has it.
+func TestMetalPreludeVocabulary(t *testing.T) {
+	read := func(name string) string {
+		b, err := fs.ReadFile(shaders.Sources(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	cuda, metal := preludeWords(read(unitPrelude)), preludeWords(read(metalPrelude))
+	for _, w := range []string{"u32", "Thr", "f4", "GPTR", "BARRIER", "mul_rn", "warp_exscan_u32", "shared_add_f32"} {
+		if !cuda[w] {
+			t.Fatalf("%s not among the CUDA prelude's words %v", w, cuda)
+		}
+	}
+	if planted := preludeWords(read(unitPrelude) + "\nDEVICE u32 warp_planted(u32 x) { return x; }\n"); !planted["warp_planted"] {
+		t.Error("a planted helper is not among the words")
+	}
+	for w := range cuda {
+		switch {
+		case metalOmits[w] && metal[w]:
+			t.Errorf("%s: listed as omitted on Metal, but %s defines it", w, metalPrelude)
+		case !metalOmits[w] && !metal[w]:
+			t.Errorf("%s: in %s, missing from %s", w, unitPrelude, metalPrelude)
+		}
+	}
+	if !metal["RLX_BACKEND_METAL"] {
+		t.Errorf("%s does not define RLX_BACKEND_METAL", metalPrelude)
 	}
 }
