@@ -8,7 +8,7 @@
 //   LANE and WARP_ID are deliberately left undefined, so a body that still reads them fails to
 //   compile naming the word. Bodies take the Thr that the generated entry wrappers build
 //   (shaders/entries/, RLX_BACKEND_METAL branch) from [[thread_position_in_threadgroup]] etc.
-// - There is no double on any Apple GPU: dmul_rn and bits_f64 are not defined here.
+// - Apple GPUs have no 64-bit float: dmul_rn and bits_f64 are not defined here.
 // - u64 is MSL's 64-bit ulong; it is only moved and compared (Metal has no 64-bit atomics that
 //   the kernels could rely on, and they use none).
 // - Threadgroup memory has no float atomics: shared_add_f32 is a compare-and-swap loop on the
