@@ -235,9 +235,14 @@ func (d *emuDevice) Compile(src driver.Source) (driver.Module, error) {
 	if err != nil {
 		return nil, fmt.Errorf("emu: %w", err)
 	}
-	// The unit is built against prelude_emu.h, which the source's hash does not cover (it
-	// names prelude_cuda.h): key the cache on both, so that an edit to the emulator rebuilds.
-	key := sha256.Sum256([]byte(hash + "\x00" + string(emuPrelude)))
+	emuRuntime, err := fs.ReadFile(shaders.Sources(), "emu_runtime.h")
+	if err != nil {
+		return nil, fmt.Errorf("emu: %w", err)
+	}
+	// The unit is built against prelude_emu.h and emu_runtime.h, which the source's hash does
+	// not cover (it names prelude_cuda.h): key the cache on all, so that an edit to the
+	// emulator rebuilds.
+	key := sha256.Sum256([]byte(hash + "\x00" + string(emuPrelude) + "\x00" + string(emuRuntime)))
 	dir := filepath.Join(d.dir, hex.EncodeToString(key[:8]))
 	so := filepath.Join(dir, "unit.so")
 	if _, err := os.Stat(so); err != nil {
@@ -255,6 +260,9 @@ func (d *emuDevice) Compile(src driver.Source) (driver.Module, error) {
 			if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 				return nil, err
 			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, "emu_runtime.h"), emuRuntime, 0o644); err != nil {
+			return nil, err
 		}
 		if err := os.WriteFile(filepath.Join(dir, src.Name), []byte(src.Code), 0o644); err != nil {
 			return nil, err
