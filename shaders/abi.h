@@ -36,6 +36,12 @@
 #define SORT_ROUNDS 12u
 // elements one sort block owns (SORT_THREADS × SORT_ROUNDS)
 #define SORT_CHUNK 3072u
+// tile-list entries one raster_bwd block walks (raster.h: chunks and their states)
+#define CHUNK 64u
+// output pixels per edge of loss.cu's square tiles, one block of 256 threads each
+#define LOSS_TILE 16u
+// project_bwd's most threads a block: the rows of SH coefficients it stages
+#define SH_BLOCK 128
 
 // Cam: one view's camera and projection settings (prep.NewCam's float32 values).
 struct Cam {

@@ -37,9 +37,9 @@ func lossArgs(kind loss.Kind, lambda float32, w, h int) abi.LossP {
 	return lp
 }
 
-// lossTile is the edge of loss.cu's square tiles of output pixels (TILE there): one block of
-// 256 threads a tile.
-const lossTile = 16
+// lossTile is the edge of loss.cu's square tiles of output pixels (LOSS_TILE, declared once in
+// internal/fused/abi/spec): one block of 256 threads a tile.
+const lossTile = abi.LossTile
 
 // lossTiles is loss.cu's grid for a w×h image: its tiles, row by row.
 func lossTiles(w, h int) int {

@@ -150,9 +150,68 @@ func TestSpecBudgets(t *testing.T) {
 			if inline > 4096 {
 				t.Errorf("%s: %d inline bytes, Metal's setBytes takes at most 4096", k.Name, inline)
 			}
-			if over := sharedBytes(k) > 32<<10; over != overShared[k.Name] {
-				t.Errorf("%s: %d bytes of block-shared memory (Metal allows 32 KB); listed as over: %v", k.Name, sharedBytes(k), overShared[k.Name])
+			if over := d.sharedBytes(k) > 32<<10; over != overShared[k.Name] {
+				t.Errorf("%s: %d bytes of block-shared memory (Metal allows 32 KB); listed as over: %v", k.Name, d.sharedBytes(k), overShared[k.Name])
 			}
+		}
+	}
+}
+
+// TestSharedDeclarations checks block-shared variables of struct and template types: sizes
+// given once (and asserted in the generated C), malformed ones refused.
+func TestSharedDeclarations(t *testing.T) {
+	d := &decl{structs: map[string]*layout{}}
+	for _, c := range []struct {
+		name  string
+		types []spec.SharedType
+		want  string
+	}{
+		{"not a type", []spec.SharedType{{"Staged<true", 16}}, "not a C type"},
+		{"operator", []spec.SharedType{{"Staged<1+1>", 16}}, "not a C type"},
+		{"scalar", []spec.SharedType{{spec.U32, 4}}, "not a C type"},
+		{"no size", []spec.SharedType{{"Staged<true>", 0}}, "bytes"},
+		{"twice", []spec.SharedType{{"S", 4}, {"S", 4}}, "twice"},
+	} {
+		err := d.addSharedTypes(c.types)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want one containing %q", c.name, err, c.want)
+		}
+	}
+	if err := d.addSharedTypes([]spec.SharedType{{"Staged<true, CHUNK>", 5120}, {"Pair", 8}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		s    spec.Shared
+		want string // "" for a valid declaration
+	}{
+		{"template type", spec.Shared{"s", "Staged<true, CHUNK>", 0}, ""},
+		{"struct array", spec.Shared{"p", "Pair", 4}, ""},
+		{"one scalar", spec.Shared{"alive", spec.U32, 0}, ""},
+		{"undeclared type", spec.Shared{"s", "Staged<false, CHUNK>", 0}, "neither a scalar"},
+		{"negative length", spec.Shared{"h", spec.U32, -1}, "length"},
+	} {
+		err := d.checkShared(c.s)
+		if (err == nil) != (c.want == "") || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: err = %v, want %q", c.name, err, c.want)
+		}
+	}
+	k := spec.Kernel{Name: "k", Shared: []spec.Shared{{"s", "Staged<true, CHUNK>", 0}, {"p", "Pair", 4}, {"alive", spec.U32, 0}, {"h", spec.U16, 3}}}
+	if got, want := d.sharedBytes(k), 5120+8*4+4+2*3; got != want {
+		t.Errorf("sharedBytes = %d, want %d", got, want)
+	}
+	src := string(d.entries(spec.Unit{Name: "u", Wrapped: true, Kernels: []spec.Kernel{k}}))
+	for _, want := range []string{
+		"DEVICE void k_body(Thr th, k_args a, SPTR Staged<true, CHUNK>& s, SPTR Pair* p, SPTR u32& alive, SPTR u16* h);",
+		`static_assert(sizeof(Staged<true, CHUNK>) == 5120, "entries/u.h: shared Staged<true, CHUNK> is declared as 5120 bytes");`,
+		`static_assert(sizeof(Pair) == 8,`,
+		"    __shared__ Staged<true, CHUNK> s;\n    __shared__ Pair p[4];\n    __shared__ u32 alive;\n",
+		"    threadgroup Staged<true, CHUNK> s;\n    threadgroup Pair p[4];\n    threadgroup u32 alive;\n",
+		"        static Staged<true, CHUNK> s;\n        static Pair p[4];\n        static u32 alive;\n",
+		"k_body(th, a, s, p, alive, h);",
+	} {
+		if !strings.Contains(src, want) {
+			t.Errorf("generated entries lack %q:\n%s", want, src)
 		}
 	}
 }

@@ -57,7 +57,7 @@ func (d *decl) goFile() ([]byte, error) {
 				inline += d.paramBytes(q)
 			}
 			p("\t{Name: %q, Unit: %q, Params: %d, InlineBytes: %d, SharedBytes: %d, Block: %d, MaxThreads: %d, Wrapped: %v},\n",
-				k.Name, u.Name+".cu", len(k.Params), inline, sharedBytes(k), k.Block, k.MaxThreads, u.Wrapped)
+				k.Name, u.Name+".cu", len(k.Params), inline, d.sharedBytes(k), k.Block, k.MaxThreads, u.Wrapped)
 		}
 	}
 	p("}\n")
