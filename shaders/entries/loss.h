@@ -88,7 +88,7 @@ extern "C" __global__ void loss_finish(const GPTR float* partAbs, const GPTR flo
     threadgroup float sIn[4062];
     threadgroup float sH[2080];
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
-    const loss_map_args a = {lp, readout, img, target, grad, dmap, partAbs, partSq, partSsim};
+    const loss_map_args a = {rlx_copy(lp), readout, img, target, grad, dmap, partAbs, partSq, partSsim};
     loss_map_body(th, a, sIn, sH);
 }
 
@@ -108,7 +108,7 @@ kernel void loss_grad(constant LossP& lp [[buffer(0)]],
     threadgroup float sD[6093];
     threadgroup float sHd[1248];
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
-    const loss_grad_args a = {lp, readout, dmap, img, target, grad};
+    const loss_grad_args a = {rlx_copy(lp), readout, dmap, img, target, grad};
     loss_grad_body(th, a, sD, sHd);
 }
 

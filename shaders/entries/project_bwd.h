@@ -66,7 +66,7 @@ extern "C" __global__ void __launch_bounds__(128, 6) project_bwd(Cam cam, const 
 {
     threadgroup float sSh[6272];
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
-    const project_bwd_args a = {cam, readout, params, valid, radius, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA, grads, grad2d, accumulate, statAccum, statCount, statMaxRadius};
+    const project_bwd_args a = {rlx_copy(cam), readout, params, valid, radius, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA, grads, grad2d, accumulate, statAccum, statCount, statMaxRadius};
     project_bwd_body(th, a, sSh);
 }
 

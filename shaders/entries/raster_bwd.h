@@ -137,7 +137,7 @@ kernel void raster_bwd_chunks(device const u32* readout [[buffer(0)]],
     threadgroup u32 sId[64];
     threadgroup float sGrad[1024];
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
-    const raster_bwd_args a = {rp, readout, numTiles, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, finalT, count, image, tileWalk, chunkState, chunkStart, chunkTile, dImage, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA};
+    const raster_bwd_args a = {rlx_copy(rp), readout, numTiles, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, finalT, count, image, tileWalk, chunkState, chunkStart, chunkTile, dImage, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA};
     raster_bwd_ewa_body(th, a, s, sId, sGrad);
 }
 
@@ -178,7 +178,7 @@ kernel void raster_bwd_ray(constant Raster& rp [[buffer(0)]],
     threadgroup u32 sId[64];
     threadgroup float sGrad[1024];
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
-    const raster_bwd_args a = {rp, readout, numTiles, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, finalT, count, image, tileWalk, chunkState, chunkStart, chunkTile, dImage, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA};
+    const raster_bwd_args a = {rlx_copy(rp), readout, numTiles, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, finalT, count, image, tileWalk, chunkState, chunkStart, chunkTile, dImage, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA};
     raster_bwd_ray_body(th, a, s, sId, sGrad);
 }
 

@@ -82,7 +82,7 @@ kernel void raster_fwd_ewa(constant Raster& rp [[buffer(0)]],
     threadgroup u32 alive;
     threadgroup u32 longest;
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
-    const raster_fwd_args a = {rp, readout, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image, finalT, count, tileWalk, chunkState};
+    const raster_fwd_args a = {rlx_copy(rp), readout, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image, finalT, count, tileWalk, chunkState};
     raster_fwd_ewa_body(th, a, s, alive, longest);
 }
 
@@ -113,7 +113,7 @@ kernel void raster_fwd_ray(constant Raster& rp [[buffer(0)]],
     threadgroup u32 alive;
     threadgroup u32 longest;
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
-    const raster_fwd_args a = {rp, readout, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image, finalT, count, tileWalk, chunkState};
+    const raster_fwd_args a = {rlx_copy(rp), readout, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image, finalT, count, tileWalk, chunkState};
     raster_fwd_ray_body(th, a, s, alive, longest);
 }
 

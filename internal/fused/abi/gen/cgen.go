@@ -51,7 +51,41 @@ func (d *decl) abiHeader() []byte {
 		// Offsets are not asserted: NVRTC rejects __builtin_offsetof in constant expressions. With
 		// every member at its natural alignment, the size check catches a wrong member type.
 	}
+	d.metalCopies(p)
 	return b.Bytes()
+}
+
+// metalCopies writes, for the Metal backend, rlx_copy overloads that copy each struct out of
+// the constant address space member by member. The entry wrappers receive by-value structs
+// as constant references and copy them into the thread's argument struct; an implicit copy
+// constructor across address spaces is a language extension that OpenCL C++ (the Linux
+// check of the MSL text) lacks, whereas scalar member copies are plain C++ in both.
+func (d *decl) metalCopies(p func(string, ...any)) {
+	p("\n#if defined(%s)\n", macroMetal)
+	p("// rlx_copy(s) is s copied out of the constant address space, member by member.\n")
+	for _, name := range d.order {
+		l := d.structs[name]
+		if l.s.InUnit {
+			continue
+		}
+		p("DEVICE %s rlx_copy(constant %s& s)\n{\n    %s r;\n", name, name, name)
+		for _, f := range l.s.Fields {
+			v := "s." + f.Name
+			if f.Len > 0 {
+				v += "[i]"
+			}
+			if scalarSize(f.Type) == 0 {
+				v = "rlx_copy(" + v + ")"
+			}
+			if f.Len > 0 {
+				p("    for (int i = 0; i < %d; i++) r.%s[i] = %s;\n", f.Len, f.Name, v)
+			} else {
+				p("    r.%s = %s;\n", f.Name, v)
+			}
+		}
+		p("    return r;\n}\n")
+	}
+	p("#endif\n")
 }
 
 // Backend macros: each prelude defines one.
@@ -151,7 +185,7 @@ func (d *decl) entries(u spec.Unit) []byte {
 			p("    threadgroup %s;\n", sharedDecl(s))
 		}
 		p("    const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};\n")
-		p("    const %s_args a = {%s};\n", argsName(k), paramNames(k, ""))
+		p("    const %s_args a = {%s};\n", argsName(k), d.metalArgs(k))
 		p("    %s_body(%s);\n}\n", k.Name, bodyArgs(k))
 	}
 
@@ -220,4 +254,18 @@ func paramNames(k spec.Kernel, prefix string) string {
 		ns = append(ns, prefix+q.Name)
 	}
 	return strings.Join(ns, ", ")
+}
+
+// metalArgs initialises the argument struct in a Metal wrapper: by-value structs through
+// rlx_copy (abi.h), all else as it comes.
+func (d *decl) metalArgs(k spec.Kernel) string {
+	var vs []string
+	for _, q := range k.Params {
+		if q.Kind == spec.ByValue && !d.structs[q.Type].s.InUnit {
+			vs = append(vs, "rlx_copy("+q.Name+")")
+		} else {
+			vs = append(vs, q.Name)
+		}
+	}
+	return strings.Join(vs, ", ")
 }
