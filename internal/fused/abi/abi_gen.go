@@ -44,6 +44,19 @@ const (
 	ShBlock = 128
 )
 
+// Block sizes of the kernels written for exactly one (their launch methods refuse others).
+const (
+	ScanBlocksBlock      = 256 // scan_blocks
+	ScanAddSumsBlock     = 256 // scan_add_sums
+	SortHistBlock        = 256 // sort_hist
+	SortScatterBlock     = 256 // sort_scatter
+	LossMapBlock         = 256 // loss_map
+	LossGradBlock        = 256 // loss_grad
+	LossFinishBlock      = 256 // loss_finish
+	RasterBwdChunksBlock = 256 // raster_bwd_chunks
+	AdamStepBlock        = 256 // adam_step
+)
+
 // Cam is struct Cam of shaders/abi.h: one view's camera and projection settings (prep.NewCam's float32 values).
 type Cam struct {
 	R           [9]float32

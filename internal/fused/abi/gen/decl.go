@@ -122,6 +122,10 @@ const maxBlockThreads = 1024
 func (d *decl) checkUnits() error {
 	kernels := map[string]bool{}
 	args := map[string][]spec.Param{}
+	goConsts := map[string]bool{}
+	for _, c := range spec.Consts {
+		goConsts[c.Go] = true
+	}
 	for _, u := range spec.Units {
 		if !isIdent(u.Name) || u.Set == "" || !unicode.IsUpper(rune(u.Set[0])) {
 			return fmt.Errorf("unit %q: needs an identifier name and an exported Set", u.Name)
@@ -143,6 +147,9 @@ func (d *decl) checkUnits() error {
 			}
 			if k.Block > 0 && k.MaxThreads > 0 && k.Block > k.MaxThreads {
 				return fmt.Errorf("%s: block %d exceeds its launch bound %d", where, k.Block, k.MaxThreads)
+			}
+			if k.Block > 0 && goConsts[blockConst(k)] {
+				return fmt.Errorf("%s: its block-size constant %s is also a layout constant's name", where, blockConst(k))
 			}
 			names := map[string]bool{}
 			for _, p := range k.Params {

@@ -166,18 +166,18 @@ func TestSharedDeclarations(t *testing.T) {
 		types []spec.SharedType
 		want  string
 	}{
-		{"not a type", []spec.SharedType{{"Staged<true", 16}}, "not a C type"},
-		{"operator", []spec.SharedType{{"Staged<1+1>", 16}}, "not a C type"},
-		{"scalar", []spec.SharedType{{spec.U32, 4}}, "not a C type"},
-		{"no size", []spec.SharedType{{"Staged<true>", 0}}, "bytes"},
-		{"twice", []spec.SharedType{{"S", 4}, {"S", 4}}, "twice"},
+		{"not a type", []spec.SharedType{{C: "Staged<true", Bytes: 16}}, "not a C type"},
+		{"operator", []spec.SharedType{{C: "Staged<1+1>", Bytes: 16}}, "not a C type"},
+		{"scalar", []spec.SharedType{{C: spec.U32, Bytes: 4}}, "not a C type"},
+		{"no size", []spec.SharedType{{C: "Staged<true>", Bytes: 0}}, "bytes"},
+		{"twice", []spec.SharedType{{C: "S", Bytes: 4}, {C: "S", Bytes: 4}}, "twice"},
 	} {
 		err := d.addSharedTypes(c.types)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err = %v, want one containing %q", c.name, err, c.want)
 		}
 	}
-	if err := d.addSharedTypes([]spec.SharedType{{"Staged<true, CHUNK>", 5120}, {"Pair", 8}}); err != nil {
+	if err := d.addSharedTypes([]spec.SharedType{{C: "Staged<true, CHUNK>", Bytes: 5120}, {C: "Pair", Bytes: 8}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -185,18 +185,18 @@ func TestSharedDeclarations(t *testing.T) {
 		s    spec.Shared
 		want string // "" for a valid declaration
 	}{
-		{"template type", spec.Shared{"s", "Staged<true, CHUNK>", 0}, ""},
-		{"struct array", spec.Shared{"p", "Pair", 4}, ""},
-		{"one scalar", spec.Shared{"alive", spec.U32, 0}, ""},
-		{"undeclared type", spec.Shared{"s", "Staged<false, CHUNK>", 0}, "neither a scalar"},
-		{"negative length", spec.Shared{"h", spec.U32, -1}, "length"},
+		{"template type", spec.Shared{Name: "s", Type: "Staged<true, CHUNK>", Len: 0}, ""},
+		{"struct array", spec.Shared{Name: "p", Type: "Pair", Len: 4}, ""},
+		{"one scalar", spec.Shared{Name: "alive", Type: spec.U32, Len: 0}, ""},
+		{"undeclared type", spec.Shared{Name: "s", Type: "Staged<false, CHUNK>", Len: 0}, "neither a scalar"},
+		{"negative length", spec.Shared{Name: "h", Type: spec.U32, Len: -1}, "length"},
 	} {
 		err := d.checkShared(c.s)
 		if (err == nil) != (c.want == "") || (err != nil && !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%s: err = %v, want %q", c.name, err, c.want)
 		}
 	}
-	k := spec.Kernel{Name: "k", Shared: []spec.Shared{{"s", "Staged<true, CHUNK>", 0}, {"p", "Pair", 4}, {"alive", spec.U32, 0}, {"h", spec.U16, 3}}}
+	k := spec.Kernel{Name: "k", Shared: []spec.Shared{{Name: "s", Type: "Staged<true, CHUNK>", Len: 0}, {Name: "p", Type: "Pair", Len: 4}, {Name: "alive", Type: spec.U32, Len: 0}, {Name: "h", Type: spec.U16, Len: 3}}}
 	if got, want := d.sharedBytes(k), 5120+8*4+4+2*3; got != want {
 		t.Errorf("sharedBytes = %d, want %d", got, want)
 	}

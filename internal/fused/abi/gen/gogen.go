@@ -25,6 +25,16 @@ func (d *decl) goFile() ([]byte, error) {
 	}
 	p(")\n\n")
 
+	p("// Block sizes of the kernels written for exactly one (their launch methods refuse others).\nconst (\n")
+	for _, u := range spec.Units {
+		for _, k := range u.Kernels {
+			if k.Block > 0 {
+				p("\t%s = %d // %s\n", blockConst(k), k.Block, k.Name)
+			}
+		}
+	}
+	p(")\n\n")
+
 	for _, name := range d.order {
 		d.goStruct(&b, d.structs[name])
 	}
@@ -214,3 +224,6 @@ func (d *decl) goSet(b *bytes.Buffer, set string) {
 		}
 	}
 }
+
+// blockConst is the Go name of a kernel's block size: scan_blocks → ScanBlocksBlock.
+func blockConst(k spec.Kernel) string { return camel(k.Name) + "Block" }
