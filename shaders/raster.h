@@ -24,7 +24,7 @@ static_assert(BATCH % CHUNK == 0 && (CHUNK & (CHUNK - 1u)) == 0u, "CHUNK must be
 // Chunk states: raster_fwd stores, for every pixel still walking when it reaches entry
 // k = (c+1)·CHUNK of its tile's list, the transmittance T and the front colour Σ cᵢαᵢTᵢ over
 // entries [0, k): where raster_bwd's block for chunk c starts. Slot chunk_slot(tile, o, c)
-// holds four planes of P = tileSize² floats (T, r, g, b), pixel p (= TID) at plane·P + p, so
+// holds four planes of P = tileSize² floats (T, r, g, b), pixel p (= th.tid) at plane·P + p, so
 // that a warp's stores and loads are contiguous. The slot needs no count of the chunks, so the
 // forward stores before they are counted: with o the tile's first entry and L its list's
 // length, ⌊o/CHUNK⌋ + tile + c is distinct for every tile and chunk c < ⌈L/CHUNK⌉ (tile t's

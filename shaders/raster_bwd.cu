@@ -27,7 +27,7 @@
 //   tile. The chunks number at most entries/CHUNK + tiles (raster.h), as the host sizes them.
 // raster_bwd_ewa, raster_bwd_ray: one kernel compiled per render model, as raster_fwd_*, with
 //   its thread mapping within a tile (one thread per pixel). Block b walks the chunks b, b +
-//   NBLOCKS, ... below chunkStart[tiles] (the host sizes the grid for the most chunks the
+//   nblocks, ... below chunkStart[tiles] (the host sizes the grid for the most chunks the
 //   lists' capacity allows, capped: the count is on the device, and the blocks past it leave
 //   at once); for each, the chunk's entries up to the tile's walk are staged in shared memory
 //   at once and walked back to front, and a pixel whose count ends before the chunk does
