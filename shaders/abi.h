@@ -36,6 +36,12 @@
 #define SORT_ROUNDS 12u
 // elements one sort block owns (SORT_THREADS × SORT_ROUNDS)
 #define SORT_CHUNK 3072u
+// tile-list entries one raster_bwd block walks (raster.h: chunks and their states)
+#define CHUNK 64u
+// output pixels per edge of loss.cu's square tiles, one block of 256 threads each
+#define LOSS_TILE 16u
+// project_bwd's most threads a block: the rows of SH coefficients it stages
+#define SH_BLOCK 128
 
 // Cam: one view's camera and projection settings (prep.NewCam's float32 values).
 struct Cam {
@@ -114,3 +120,85 @@ struct AdamP {
     u32 pad;
 };
 static_assert(sizeof(AdamP) == 128, "struct AdamP: 128 bytes on the host");
+
+#if defined(RLX_BACKEND_METAL)
+// rlx_copy(s) is s copied out of the constant address space, member by member.
+DEVICE Cam rlx_copy(constant Cam& s)
+{
+    Cam r;
+    for (int i = 0; i < 9; i++) r.R[i] = s.R[i];
+    for (int i = 0; i < 3; i++) r.T[i] = s.T[i];
+    r.fx = s.fx;
+    r.fy = s.fy;
+    r.cx = s.cx;
+    r.cy = s.cy;
+    for (int i = 0; i < 3; i++) r.center[i] = s.center[i];
+    r.limXNeg = s.limXNeg;
+    r.limXPos = s.limXPos;
+    r.limYNeg = s.limYNeg;
+    r.limYPos = s.limYPos;
+    r.nearZ = s.nearZ;
+    r.radiusScale = s.radiusScale;
+    r.alphaMin = s.alphaMin;
+    r.W = s.W;
+    r.H = s.H;
+    r.tileSize = s.tileSize;
+    r.tilesX = s.tilesX;
+    r.tilesY = s.tilesY;
+    r.model = s.model;
+    r.shDegree = s.shDegree;
+    r.antialiased = s.antialiased;
+    r.n = s.n;
+    return r;
+}
+DEVICE Raster rlx_copy(constant Raster& s)
+{
+    Raster r;
+    r.W = s.W;
+    r.H = s.H;
+    r.tileSize = s.tileSize;
+    r.tilesX = s.tilesX;
+    r.model = s.model;
+    r.maxSteps = s.maxSteps;
+    r.pad0 = s.pad0;
+    r.pad1 = s.pad1;
+    for (int i = 0; i < 3; i++) r.bg[i] = s.bg[i];
+    r.alphaMin = s.alphaMin;
+    return r;
+}
+DEVICE LossP rlx_copy(constant LossP& s)
+{
+    LossP r;
+    r.W = s.W;
+    r.H = s.H;
+    r.kind = s.kind;
+    r.ssim = s.ssim;
+    r.pointCoef = s.pointCoef;
+    r.ssimCoef = s.ssimCoef;
+    for (int i = 0; i < 11; i++) r.kern[i] = s.kern[i];
+    return r;
+}
+DEVICE AdamGroup rlx_copy(constant AdamGroup& s)
+{
+    AdamGroup r;
+    r.stepSize = s.stepSize;
+    r.invSqrtBc2 = s.invSqrtBc2;
+    r.clip = s.clip;
+    r.pad = s.pad;
+    return r;
+}
+DEVICE AdamP rlx_copy(constant AdamP& s)
+{
+    AdamP r;
+    for (int i = 0; i < 6; i++) r.g[i] = rlx_copy(s.g[i]);
+    r.b1 = s.b1;
+    r.b2 = s.b2;
+    r.c1 = s.c1;
+    r.c2 = s.c2;
+    r.eps = s.eps;
+    r.n = s.n;
+    r.visibleOnly = s.visibleOnly;
+    r.pad = s.pad;
+    return r;
+}
+#endif

@@ -19,6 +19,7 @@
 #include "prelude_cuda.h"
 #include "common.h"
 #include "readout.h"
+#include "entries/adam.h"
 
 // AdamP and its AdamGroup (passed by value: one step's sizes and corrections) are declared in
 // abi.h.
@@ -73,30 +74,35 @@ DEVICE u32 adam_update(const AdamP& ap, const AdamGroup& gc, float g, float& p, 
     return bad;
 }
 
-KERNEL adam_step(AdamP ap, GPTR u32* readout, GPTR float* params, const GPTR float* grads, GPTR float* m,
-                 GPTR float* v, const GPTR u32* valid)
+// The block-shared gtab (spec) holds the six groups' settings, stepSize, invSqrtBc2 and clip,
+// where an element's group can index them. Selected from the by-value struct with constant
+// indices (a run-time index would copy all of it to local memory in every thread), they took
+// registers for all six groups at once: 54 a thread, 4 blocks of 256 an SM, at 81% of the copy
+// ceiling.
+DEVICE void adam_step_body(Thr th, adam_step_args a, SPTR float* gtab)
 {
-    if (readout[RO_ABORT]) return;
-    // The six groups' settings go to shared memory, where an element's group can index them.
-    // Selected from the by-value struct with constant indices (a run-time index would copy all
-    // of it to local memory in every thread), they took registers for all six groups at once:
-    // 54 a thread, 4 blocks of 256 an SM, at 81% of the copy ceiling.
-    SHARED float gtab[6 * 3]; // stepSize, invSqrtBc2, clip
-    if (TID < 6u) {
+    if (a.readout[RO_ABORT]) return;
+    const AdamP& ap = a.ap;
+    if (th.tid < 6u) {
         AdamGroup g = ap.g[0];
-        if (TID == 1u) g = ap.g[1];
-        if (TID == 2u) g = ap.g[2];
-        if (TID == 3u) g = ap.g[3];
-        if (TID == 4u) g = ap.g[4];
-        if (TID == 5u) g = ap.g[5];
-        gtab[TID * 3u] = g.stepSize;
-        gtab[TID * 3u + 1u] = g.invSqrtBc2;
-        gtab[TID * 3u + 2u] = g.clip;
+        if (th.tid == 1u) g = ap.g[1];
+        if (th.tid == 2u) g = ap.g[2];
+        if (th.tid == 3u) g = ap.g[3];
+        if (th.tid == 4u) g = ap.g[4];
+        if (th.tid == 5u) g = ap.g[5];
+        gtab[th.tid * 3u] = g.stepSize;
+        gtab[th.tid * 3u + 1u] = g.invSqrtBc2;
+        gtab[th.tid * 3u + 2u] = g.clip;
     }
     BARRIER();
+    GPTR float* params = a.params;
+    GPTR float* m = a.m;
+    GPTR float* v = a.v;
+    const GPTR float* grads = a.grads;
+    const GPTR u32* valid = a.valid;
     u32 n = ap.n;
     u32 total = PARAM_FLOATS * n;
-    u32 e0 = (BID * BDIM + TID) * 4u;
+    u32 e0 = (th.bid * th.bdim + th.tid) * 4u;
     if (e0 >= total) return;
     u32 cnt = total - e0 < 4u ? total - e0 : 4u;
     u32 grp[4];
@@ -146,12 +152,13 @@ KERNEL adam_step(AdamP ap, GPTR u32* readout, GPTR float* params, const GPTR flo
             v[e0 + q] = vv[q];
         }
     }
-    if (bad) atom_add_u32(readout + RO_NONFINITE, bad);
+    if (bad) atom_add_u32(a.readout + RO_NONFINITE, bad);
 }
 
-KERNEL opacity_reset(GPTR float* params, u32 n, float maxLogit)
+DEVICE void opacity_reset_body(Thr th, opacity_reset_args a)
 {
-    u32 i = BID * BDIM + TID;
+    u32 i = th.bid * th.bdim + th.tid;
+    u32 n = a.n;
     if (i >= n) return;
-    params[OFF_OPAC(n) + i] = gminf(params[OFF_OPAC(n) + i], maxLogit);
+    a.params[OFF_OPAC(n) + i] = gminf(a.params[OFF_OPAC(n) + i], a.maxLogit);
 }

@@ -3,9 +3,9 @@
 // (internal/loss/evaluator.go is the CPU twin; the filters sum their taps in the same order with
 // the same rounding). Images are [H*W,3] f32, row-major.
 //
-// The image is cut into TILE×TILE tiles of output pixels, one block of 256 threads a tile (a
-// 1-D grid in row-major tile order; thread TID owns pixel (TID % TILE, TID / TILE) of its
-// tile). A tile stages its SPAN×SPAN window (the tile and its RADIUS-pixel halo) in shared
+// The image is cut into LOSS_TILE×LOSS_TILE tiles (abi.h: 16) of output pixels, one block of
+// 256 threads a tile (a 1-D grid in row-major tile order; thread tid owns pixel
+// (tid % LOSS_TILE, tid / LOSS_TILE) of its tile). A tile stages its SPAN×SPAN window (the tile and its RADIUS-pixel halo) in shared
 // memory and runs both passes of the separable filter there: the maps filtered along x alone
 // (15 and 9 floats a pixel) never go through global memory, and one kernel does what took a
 // launch per pass. Only dmap does, between the two kernels, because its filter needs the map
@@ -35,7 +35,7 @@
 //
 // Shared layout: each staged quantity is a column-major plane of the window, element
 // (col, row) at col*SPAN + row, planes PLANE floats apart; the horizontal pass writes its
-// outputs (TILE columns × SPAN rows) column-major as well, planes HPX apart. The horizontal
+// outputs (LOSS_TILE columns × SPAN rows) column-major as well, planes HPX apart. The horizontal
 // pass gives work item p = col*SPAN + row to consecutive threads, so tap t reads plane[p +
 // t*SPAN]: consecutive words, no bank conflicts. The vertical pass reads (tx*SPAN + ty + t) for
 // a warp's 16 tx and two ty: 26·tx mod 32 runs through the 16 even banks, and the two rows add
@@ -44,6 +44,7 @@
 #include "prelude_cuda.h"
 #include "common.h"
 #include "readout.h"
+#include "entries/loss.h"
 
 #define KIND_L1SSIM 0
 #define KIND_MSE 1
@@ -53,14 +54,13 @@
 #define SSIM_C1 1e-4f
 #define SSIM_C2 9e-4f
 
-#define TILE 16u                    // output pixels per tile edge (internal/fused/loss.go lossTile)
-#define SPAN (TILE + 2u * RADIUS)   // 26: the tile and its halo
-#define PLANE (SPAN * SPAN + 1u)    // 677: floats per staged plane (odd: see above)
-#define HPX (TILE * SPAN)           // 416: horizontal-pass outputs per plane (13 warps' worth)
+#define SPAN (LOSS_TILE + 2u * RADIUS) // 26: the tile (LOSS_TILE, abi.h) and its halo
+#define PLANE (SPAN * SPAN + 1u)       // 677: floats per staged plane (odd: see above)
+#define HPX (LOSS_TILE * SPAN)         // 416: horizontal-pass outputs per plane (13 warps' worth)
 
 // LossP (passed by value: the coefficients and window) is declared in abi.h.
 
-// TileAt is the tile of block BID and the pixel thread TID owns in it.
+// TileAt is the tile of the thread's block and the pixel the thread owns in it.
 struct TileAt {
     int x0, y0;  // the tile's first pixel
     u32 tx, ty;  // the thread's pixel within the tile
@@ -68,14 +68,14 @@ struct TileAt {
     u32 i;       // its index when in
 };
 
-DEVICE TileAt tile_at(const LossP& lp)
+DEVICE TileAt tile_at(Thr th, const LossP& lp)
 {
     TileAt t;
-    u32 tilesX = ((u32)lp.W + TILE - 1u) / TILE;
-    t.x0 = (int)((BID % tilesX) * TILE);
-    t.y0 = (int)((BID / tilesX) * TILE);
-    t.tx = TID % TILE;
-    t.ty = TID / TILE;
+    u32 tilesX = ((u32)lp.W + LOSS_TILE - 1u) / LOSS_TILE;
+    t.x0 = (int)((th.bid % tilesX) * LOSS_TILE);
+    t.y0 = (int)((th.bid / tilesX) * LOSS_TILE);
+    t.tx = th.tid % LOSS_TILE;
+    t.ty = th.tid / LOSS_TILE;
     int x = t.x0 + (int)t.tx, y = t.y0 + (int)t.ty;
     t.in = x < lp.W && y < lp.H;
     t.i = t.in ? (u32)y * (u32)lp.W + (u32)x : 0u;
@@ -94,9 +94,9 @@ DEVICE bool in_image(const LossP& lp, const TileAt& tl, u32 col, u32 row, u32& j
 // stage_rgb copies the tile's SPAN×SPAN window of an image ([H*W, 3]) into 3 planes of dst, 0
 // outside the image. k runs over the window row by row, channel fastest, so that a warp reads
 // a contiguous stretch of an image row.
-DEVICE void stage_rgb(float* dst, const GPTR float* src, const LossP& lp, const TileAt& tl)
+DEVICE void stage_rgb(Thr th, SPTR float* dst, const GPTR float* src, const LossP& lp, const TileAt& tl)
 {
-    for (u32 k = TID; k < SPAN * SPAN * 3u; k += 256u) {
+    for (u32 k = th.tid; k < SPAN * SPAN * 3u; k += 256u) {
         u32 row = k / (SPAN * 3u), rem = k - row * (SPAN * 3u);
         u32 col = rem / 3u, c = rem - col * 3u;
         u32 j;
@@ -106,10 +106,10 @@ DEVICE void stage_rgb(float* dst, const GPTR float* src, const LossP& lp, const 
 
 // stage_dmap copies the tile's window of dmap's 9 planes into 9 planes of dst, 0 outside the
 // image; k runs along the window's rows.
-DEVICE void stage_dmap(float* dst, const GPTR float* dmap, const LossP& lp, const TileAt& tl)
+DEVICE void stage_dmap(Thr th, SPTR float* dst, const GPTR float* dmap, const LossP& lp, const TileAt& tl)
 {
     u32 npx = (u32)lp.W * (u32)lp.H;
-    for (u32 k = TID; k < 9u * SPAN * SPAN; k += 256u) {
+    for (u32 k = th.tid; k < 9u * SPAN * SPAN; k += 256u) {
         u32 q = k / (SPAN * SPAN), rem = k - q * (SPAN * SPAN);
         u32 row = rem / SPAN, col = rem - row * SPAN;
         u32 j;
@@ -119,23 +119,24 @@ DEVICE void stage_dmap(float* dst, const GPTR float* dmap, const LossP& lp, cons
 
 // block_sum3 reduces three two-float sums over the block (256 threads; s holds 1536
 // floats) in a fixed tree order; thread 0 gets sum k as s[512k] + s[512k + 256].
-DEVICE void block_sum3(float* s, float ah, float al, float qh, float ql, float mh, float ml)
+DEVICE void block_sum3(Thr th, SPTR float* s, float ah, float al, float qh, float ql, float mh, float ml)
 {
-    s[TID] = ah;
-    s[256 + TID] = al;
-    s[512 + TID] = qh;
-    s[768 + TID] = ql;
-    s[1024 + TID] = mh;
-    s[1280 + TID] = ml;
+    const u32 tid = th.tid;
+    s[tid] = ah;
+    s[256 + tid] = al;
+    s[512 + tid] = qh;
+    s[768 + tid] = ql;
+    s[1024 + tid] = mh;
+    s[1280 + tid] = ml;
     BARRIER();
     for (u32 st = 128u; st > 0u; st >>= 1) {
-        if (TID < st) {
+        if (tid < st) {
             for (u32 k = 0; k < 3u; k++) {
-                float* q = s + 512u * k;
-                float h = q[TID], l = q[256 + TID];
-                df_add(h, l, q[TID + st], q[256 + TID + st]);
-                q[TID] = h;
-                q[256 + TID] = l;
+                SPTR float* q = s + 512u * k;
+                float h = q[tid], l = q[256 + tid];
+                df_add(h, l, q[tid + st], q[256 + tid + st]);
+                q[tid] = h;
+                q[256 + tid] = l;
             }
         }
         BARRIER();
@@ -157,30 +158,28 @@ DEVICE void add_diff(float a, float b, float& ah, float& al, float& qh, float& q
     df_add(qh, ql, p, pe + mul_rn(mul_rn(2.0f, d), e));
 }
 
-// 3 blocks an SM rather than 2 (96 registers): 0.056 → 0.050 ms at 799×532 on the H200.
-KERNEL BOUNDS(256, 3) loss_map(LossP lp, const GPTR u32* readout, const GPTR float* img, const GPTR float* target,
-                GPTR float* grad, GPTR float* dmap, GPTR float* partAbs, GPTR float* partSq,
-                GPTR float* partSsim)
+// The block-shared sIn holds the staged image (planes 0..2) and target (3..5), afterwards the
+// reduction's scratch; sH the horizontal pass of one channel at a time (planes x, y, x², y², xy;
+// 32 KB of threadgroup memory at most, for Metal).
+DEVICE void loss_map_body(Thr th, loss_map_args a, SPTR float* sIn, SPTR float* sH)
 {
-    if (readout[RO_ABORT]) return;
-    // The staged image (planes 0..2) and target (3..5); afterwards the reduction's scratch.
-    SHARED float sIn[6u * PLANE];
-    // The horizontal pass of one channel at a time (32 KB of threadgroup memory at most, for
-    // Metal): plane {x, y, x², y², xy}.
-    SHARED float sH[5u * HPX];
-    TileAt tl = tile_at(lp);
+    if (a.readout[RO_ABORT]) return;
+    const LossP& lp = a.lp;
+    const GPTR float* img = a.img;
+    const GPTR float* target = a.target;
+    TileAt tl = tile_at(th, lp);
     float ah = 0.0f, al = 0.0f, qh = 0.0f, ql = 0.0f, mh = 0.0f, ml = 0.0f;
     if (!lp.ssim) {
         if (tl.in) {
             for (u32 c = 0; c < 3u; c++) {
-                float a = img[tl.i * 3u + c], b = target[tl.i * 3u + c];
-                add_diff(a, b, ah, al, qh, ql);
-                if (lp.kind == KIND_MSE) grad[tl.i * 3u + c] = mul_rn(lp.pointCoef, a - b);
+                float x = img[tl.i * 3u + c], y = target[tl.i * 3u + c];
+                add_diff(x, y, ah, al, qh, ql);
+                if (lp.kind == KIND_MSE) a.grad[tl.i * 3u + c] = mul_rn(lp.pointCoef, x - y);
             }
         }
     } else {
-        stage_rgb(sIn, img, lp, tl);
-        stage_rgb(sIn + 3u * PLANE, target, lp, tl);
+        stage_rgb(th, sIn, img, lp, tl);
+        stage_rgb(th, sIn + 3u * PLANE, target, lp, tl);
         BARRIER();
         const u32 own = (tl.tx + RADIUS) * SPAN + tl.ty + RADIUS;
         if (tl.in) {
@@ -189,21 +188,21 @@ KERNEL BOUNDS(256, 3) loss_map(LossP lp, const GPTR u32* readout, const GPTR flo
         const u32 col = tl.tx * SPAN + tl.ty;
         const u32 npx = (u32)lp.W * (u32)lp.H;
         for (u32 c = 0; c < 3u; c++) {
-            // Along x, for the TILE columns over all SPAN rows of the window: HPX items.
-            for (u32 p = TID; p < HPX; p += 256u) {
-                const float* pa = sIn + c * PLANE + p;
-                const float* pb = sIn + (3u + c) * PLANE + p;
+            // Along x, for the LOSS_TILE columns over all SPAN rows of the window: HPX items.
+            for (u32 p = th.tid; p < HPX; p += 256u) {
+                const SPTR float* pa = sIn + c * PLANE + p;
+                const SPTR float* pb = sIn + (3u + c) * PLANE + p;
                 float q0 = 0.0f, q1 = 0.0f, q2 = 0.0f, q3 = 0.0f, q4 = 0.0f;
                 for (u32 t = 0; t < TAPS; t++) {
                     float kk = lp.kern[t];
-                    float a = pa[t * SPAN], b = pb[t * SPAN];
-                    q0 = q0 + mul_rn(kk, a);
-                    q1 = q1 + mul_rn(kk, b);
-                    q2 = q2 + mul_rn(kk, mul_rn(a, a));
-                    q3 = q3 + mul_rn(kk, mul_rn(b, b));
-                    q4 = q4 + mul_rn(kk, mul_rn(a, b));
+                    float x = pa[t * SPAN], y = pb[t * SPAN];
+                    q0 = q0 + mul_rn(kk, x);
+                    q1 = q1 + mul_rn(kk, y);
+                    q2 = q2 + mul_rn(kk, mul_rn(x, x));
+                    q3 = q3 + mul_rn(kk, mul_rn(y, y));
+                    q4 = q4 + mul_rn(kk, mul_rn(x, y));
                 }
-                float* o = sH + p;
+                SPTR float* o = sH + p;
                 o[0] = q0;
                 o[HPX] = q1;
                 o[2u * HPX] = q2;
@@ -230,7 +229,7 @@ KERNEL BOUNDS(256, 3) loss_map(LossP lp, const GPTR u32* readout, const GPTR flo
                 float inv = 1.0f / mul_rn(b1, b2);
                 float sv = mul_rn(mul_rn(a1, a2), inv);
                 df_add(mh, ml, sv, 0.0f);
-                GPTR float* dm = dmap + c * 3u * npx + tl.i;
+                GPTR float* dm = a.dmap + c * 3u * npx + tl.i;
                 dm[0] = mul_rn(mul_rn(mul_rn(2.0f, my), a2 - a1), inv) - mul_rn(mul_rn(mul_rn(2.0f, mx), sv), 1.0f / b1 - 1.0f / b2);
                 dm[npx] = -sv / b2;
                 dm[2u * npx] = mul_rn(mul_rn(2.0f, a1), inv);
@@ -238,31 +237,31 @@ KERNEL BOUNDS(256, 3) loss_map(LossP lp, const GPTR u32* readout, const GPTR flo
             BARRIER(); // before the next channel's pass overwrites sH (and block_sum3 sIn)
         }
     }
-    block_sum3(sIn, ah, al, qh, ql, mh, ml);
-    if (TID == 0u) {
-        partAbs[2u * BID] = sIn[0];
-        partAbs[2u * BID + 1u] = sIn[256];
-        partSq[2u * BID] = sIn[512];
-        partSq[2u * BID + 1u] = sIn[768];
-        partSsim[2u * BID] = sIn[1024];
-        partSsim[2u * BID + 1u] = sIn[1280];
+    block_sum3(th, sIn, ah, al, qh, ql, mh, ml);
+    if (th.tid == 0u) {
+        a.partAbs[2u * th.bid] = sIn[0];
+        a.partAbs[2u * th.bid + 1u] = sIn[256];
+        a.partSq[2u * th.bid] = sIn[512];
+        a.partSq[2u * th.bid + 1u] = sIn[768];
+        a.partSsim[2u * th.bid] = sIn[1024];
+        a.partSsim[2u * th.bid + 1u] = sIn[1280];
     }
 }
 
-KERNEL loss_grad(LossP lp, const GPTR u32* readout, const GPTR float* dmap, const GPTR float* img,
-                 const GPTR float* target, GPTR float* grad)
+// The block-shared sD holds the staged dmap (plane c*3 + {∂μx, ∂E[x²], ∂E[xy]}), sHd one
+// channel's horizontal pass (≤ 32 KB in all, for Metal).
+DEVICE void loss_grad_body(Thr th, loss_grad_args a, SPTR float* sD, SPTR float* sHd)
 {
-    if (readout[RO_ABORT]) return;
-    SHARED float sD[9u * PLANE]; // the staged dmap: plane c*3 + {∂μx, ∂E[x²], ∂E[xy]}
-    SHARED float sHd[3u * HPX];  // one channel's horizontal pass (≤ 32 KB in all, for Metal)
-    TileAt tl = tile_at(lp);
-    stage_dmap(sD, dmap, lp, tl);
+    if (a.readout[RO_ABORT]) return;
+    const LossP& lp = a.lp;
+    TileAt tl = tile_at(th, lp);
+    stage_dmap(th, sD, a.dmap, lp, tl);
     BARRIER();
     const u32 col = tl.tx * SPAN + tl.ty;
     float gd[9];
     for (u32 c = 0; c < 3u; c++) {
-        for (u32 p = TID; p < HPX; p += 256u) {
-            const float* src = sD + 3u * c * PLANE + p;
+        for (u32 p = th.tid; p < HPX; p += 256u) {
+            const SPTR float* src = sD + 3u * c * PLANE + p;
             float h0 = 0.0f, h1 = 0.0f, h2 = 0.0f;
             for (u32 t = 0; t < TAPS; t++) {
                 float kk = lp.kern[t];
@@ -270,7 +269,7 @@ KERNEL loss_grad(LossP lp, const GPTR u32* readout, const GPTR float* dmap, cons
                 h1 = h1 + mul_rn(kk, src[PLANE + t * SPAN]);
                 h2 = h2 + mul_rn(kk, src[2u * PLANE + t * SPAN]);
             }
-            float* o = sHd + p;
+            SPTR float* o = sHd + p;
             o[0] = h0;
             o[HPX] = h1;
             o[2u * HPX] = h2;
@@ -286,33 +285,32 @@ KERNEL loss_grad(LossP lp, const GPTR u32* readout, const GPTR float* dmap, cons
     if (!tl.in) return;
     u32 i = tl.i;
     for (u32 c = 0; c < 3u; c++) {
-        float a = img[i * 3u + c], b = target[i * 3u + c];
-        float ds = gd[c * 3] + mul_rn(mul_rn(2.0f, a), gd[c * 3 + 1]) + mul_rn(b, gd[c * 3 + 2]);
+        float x = a.img[i * 3u + c], y = a.target[i * 3u + c];
+        float ds = gd[c * 3] + mul_rn(mul_rn(2.0f, x), gd[c * 3 + 1]) + mul_rn(y, gd[c * 3 + 2]);
         float pt;
         if (lp.kind == KIND_L1SSIM)
-            pt = a > b ? lp.pointCoef : (a < b ? -lp.pointCoef : 0.0f);
+            pt = x > y ? lp.pointCoef : (x < y ? -lp.pointCoef : 0.0f);
         else
-            pt = mul_rn(lp.pointCoef, a - b);
-        grad[i * 3u + c] = pt + mul_rn(lp.ssimCoef, ds);
+            pt = mul_rn(lp.pointCoef, x - y);
+        a.grad[i * 3u + c] = pt + mul_rn(lp.ssimCoef, ds);
     }
 }
 
 // One block of 256 threads; thread t sums partials t, t+256, ... in order, then a fixed tree;
 // the readout gets each sum as a two-float, hi and lo in its two words.
 // loss_map writes all three partials of every tile (partSsim 0 without SSIM).
-KERNEL loss_finish(const GPTR float* partAbs, const GPTR float* partSq, const GPTR float* partSsim,
-                   u32 blocks, GPTR u32* readout)
+DEVICE void loss_finish_body(Thr th, loss_finish_args a, SPTR float* s)
 {
+    GPTR u32* readout = a.readout;
     if (readout[RO_ABORT]) return;
-    SHARED float s[1536];
     float ah = 0.0f, al = 0.0f, qh = 0.0f, ql = 0.0f, mh = 0.0f, ml = 0.0f;
-    for (u32 b = TID; b < blocks; b += 256u) {
-        df_add(ah, al, partAbs[2u * b], partAbs[2u * b + 1u]);
-        df_add(qh, ql, partSq[2u * b], partSq[2u * b + 1u]);
-        df_add(mh, ml, partSsim[2u * b], partSsim[2u * b + 1u]);
+    for (u32 b = th.tid; b < a.blocks; b += 256u) {
+        df_add(ah, al, a.partAbs[2u * b], a.partAbs[2u * b + 1u]);
+        df_add(qh, ql, a.partSq[2u * b], a.partSq[2u * b + 1u]);
+        df_add(mh, ml, a.partSsim[2u * b], a.partSsim[2u * b + 1u]);
     }
-    block_sum3(s, ah, al, qh, ql, mh, ml);
-    if (TID == 0u) {
+    block_sum3(th, s, ah, al, qh, ql, mh, ml);
+    if (th.tid == 0u) {
         readout[RO_L1] = f32_bits(s[0]);
         readout[RO_L1 + 1] = f32_bits(s[256]);
         readout[RO_SQ] = f32_bits(s[512]);

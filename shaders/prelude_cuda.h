@@ -104,9 +104,9 @@ DEVICE void warp_spread_step(float* v, u32 lane, int o, int h)
 // them v[0] holds value l >> 1 summed over the 16 lanes sharing bit 0 of l, and a last xor-1
 // shuffle adds the other 16. v is clobbered. The indices are constants once unrolled, so v
 // stays in registers.
-DEVICE float warp_sum16_spread(float* v)
+DEVICE float warp_sum16_spread(Thr th, float* v)
 {
-    u32 lane = LANE;
+    u32 lane = th.lane;
     warp_spread_step(v, lane, 16, 8);
     warp_spread_step(v, lane, 8, 4);
     warp_spread_step(v, lane, 4, 2);

@@ -79,7 +79,7 @@ DEVICE void st4(GPTR float* p, u32 i, const float* in)
 DEVICE u32 warp_ballot(bool p) { return (u32)emu::warp_op(emu::OP_BALLOT, p ? 1 : 0); }
 DEVICE bool warp_any(bool p) { return emu::warp_op(emu::OP_ANY, p ? 1 : 0) != 0; }
 DEVICE u32 popc(u32 x) { return (u32)__builtin_popcount(x); }
-DEVICE float warp_sum16_spread(float* v)
+DEVICE float warp_sum16_spread(Thr, float* v)
 {
     emu::blk().cur->vec = v;
     u32 bits = (u32)emu::warp_op(emu::OP_SUM16S, 0);

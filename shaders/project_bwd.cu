@@ -3,7 +3,7 @@
 // (or the ray model's A and u), the opacity sigmoid and the quaternion normalisation
 // (internal/prep/project_bwd.go is the CPU twin), plus the densification statistics.
 //
-// project_bwd: one thread per splat, i = BID*BDIM + TID over a 1-D grid of blocks of SH_BLOCK
+// project_bwd: one thread per splat, i = bid·bdim + tid over a 1-D grid of blocks of SH_BLOCK
 //   (128) threads (at most SH_BLOCK: the shared rows); nothing runs when readout[RO_ABORT] is set.
 //   The SH coefficients and their gradients go through shared memory with coalesced loads and
 //   stores (below): the block stages its splats' 48 coefficients, each thread replaces its row
@@ -21,26 +21,27 @@
 #include "common.h"
 #include "geom.h"
 #include "readout.h"
+#include "entries/project_bwd.h"
 
 // SH staging. A splat's 48 SH floats are 192 bytes apart from the next splat's, so a warp whose
 // threads each read or write their own splat's coefficients touches 32 cache lines per
 // instruction. project_bwd instead moves the SH range of its block's splats between global and
-// shared memory cooperatively, thread t taking elements t, t+BDIM, … of the range (consecutive
+// shared memory cooperatively, thread t taking elements t, t+bdim, … of the range (consecutive
 // addresses across a warp: coalesced), and each thread then uses its own row of the shared
-// array. Blocks have at most SH_BLOCK threads (24.5 KB of rows); a row is padded to SH_SROW = 49
-// floats, an odd stride, so that the threads' accesses to row TID hit 32 different banks.
+// array (the block-shared sSh, spec). Blocks have at most SH_BLOCK threads (abi.h; 24.5 KB of
+// rows); a row is padded to SH_SROW = 49 floats, an odd stride, so that the threads' accesses
+// to their rows hit 32 different banks.
 // (project, which reads the coefficients of the visible splats alone, stays with direct loads:
 // staging every splat's made it slower on real views, where most splats are culled.)
-#define SH_BLOCK 128
 #define SH_SROW 49
 
 // sh_stage_in copies the 48 SH floats of each of the cnt splats whose SH start at src into the
 // rows of s, skipping the splats valid marks invalid (no gradient of theirs is written). Every
 // thread of the block takes part; a BARRIER() must follow before the rows are read.
-DEVICE void sh_stage_in(const GPTR float* src, const GPTR u32* valid, u32 cnt, float* s)
+DEVICE void sh_stage_in(Thr th, const GPTR float* src, const GPTR u32* valid, u32 cnt, SPTR float* s)
 {
     u32 total = cnt * SH_STRIDE;
-    for (u32 e = TID; e < total; e += BDIM) {
+    for (u32 e = th.tid; e < total; e += th.bdim) {
         u32 j = e / SH_STRIDE, r = e - j * SH_STRIDE;
         if (valid[j]) s[j * SH_SROW + r] = src[e];
     }
@@ -49,10 +50,10 @@ DEVICE void sh_stage_in(const GPTR float* src, const GPTR u32* valid, u32 cnt, f
 // sh_stage_out writes the rows of s of the cnt splats valid marks valid to dst (within the
 // contiguous range dst[0, cnt·SH_STRIDE)). Every thread of the block takes part, after a
 // BARRIER().
-DEVICE void sh_stage_out(const float* s, const GPTR u32* valid, u32 cnt, GPTR float* dst)
+DEVICE void sh_stage_out(Thr th, const SPTR float* s, const GPTR u32* valid, u32 cnt, GPTR float* dst)
 {
     u32 total = cnt * SH_STRIDE;
-    for (u32 e = TID; e < total; e += BDIM) {
+    for (u32 e = th.tid; e < total; e += th.bdim) {
         u32 j = e / SH_STRIDE, r = e - j * SH_STRIDE;
         if (valid[j]) dst[e] = s[j * SH_SROW + r];
     }
@@ -65,7 +66,7 @@ DEVICE void sh_stage_out(const float* s, const GPTR u32* valid, u32 cnt, GPTR fl
 // three channels (sh_term: nothing is kept for the other terms); the direction gradient sums
 // its terms k by k, channels within each k, as internal/prep's shBackward does. Coefficient
 // (k, c) is read before it is overwritten, and the colours it feeds were summed beforehand.
-DEVICE void sh_backward(const Cam& cam, float* sh, const float* mean, const float* dColor, float* dmu)
+DEVICE void sh_backward(const Cam& cam, SPTR float* sh, const float* mean, const float* dColor, float* dmu)
 {
     float d[3] = {mean[0] - cam.center[0], mean[1] - cam.center[1], mean[2] - cam.center[2]};
     float n = sqrtd(dot3(d, d));
@@ -135,7 +136,7 @@ struct PG {
 
 // Returns the position statistic; writes every gradient of splat i into grads, but the SH ones,
 // which replace the coefficients in sh (the splat's shared row).
-DEVICE float ewa_backward(const Cam& cam, const GPTR float* params, u32 n, u32 i, const PG& pg, float* sh,
+DEVICE float ewa_backward(const Cam& cam, const GPTR float* params, u32 n, u32 i, const PG& pg, SPTR float* sh,
                           GPTR float* grads)
 {
     Geom st;
@@ -238,7 +239,7 @@ DEVICE float ewa_backward(const Cam& cam, const GPTR float* params, u32 n, u32 i
     return sqrtd(nx * nx + ny * ny);
 }
 
-DEVICE float ray_backward(const Cam& cam, const GPTR float* params, u32 n, u32 i, const PG& pg, float* sh,
+DEVICE float ray_backward(const Cam& cam, const GPTR float* params, u32 n, u32 i, const PG& pg, SPTR float* sh,
                           GPTR float* grads)
 {
     Geom st;
@@ -283,39 +284,33 @@ DEVICE float ray_backward(const Cam& cam, const GPTR float* params, u32 n, u32 i
     return sqrtd(nx * nx + ny * ny);
 }
 
-// 6 blocks of 128 an SM rather than the 4 that 128 registers a thread allow: on the H200 at 1M
-// splats, 0.48 → 0.43 ms, although the cap spills (bench --kernels: 80 registers, 160 bytes of
-// local memory); 5 blocks gave 0.43 ms too.
-KERNEL BOUNDS(128, 6) project_bwd(Cam cam, const GPTR u32* readout, const GPTR float* params, const GPTR u32* valid,
-                   const GPTR float* radius, const GPTR float* gColor, const GPTR float* gOpacity,
-                   const GPTR float* gMean2d, const GPTR float* gConic, const GPTR float* gRayU,
-                   const GPTR float* gRayA, GPTR float* grads, GPTR float* grad2d, u32 accumulate,
-                   GPTR float* statAccum, GPTR u32* statCount, GPTR float* statMaxRadius)
+DEVICE void project_bwd_body(Thr th, project_bwd_args a, SPTR float* sSh)
 {
-    SHARED float sSh[SH_BLOCK * SH_SROW];
     // readout[RO_ABORT] is the same for every thread: whole blocks leave, before any barrier.
-    if (readout[RO_ABORT]) return;
+    if (a.readout[RO_ABORT]) return;
+    const Cam& cam = a.cam;
+    const GPTR u32* valid = a.valid;
     u32 n = (u32)cam.n;
-    u32 first = BID * BDIM;
-    u32 i = first + TID;
-    u32 cnt = first < n ? (n - first < BDIM ? n - first : BDIM) : 0u;
-    sh_stage_in(params + OFF_SH(n) + first * SH_STRIDE, valid + first, cnt, sSh);
+    u32 first = th.bid * th.bdim;
+    u32 i = first + th.tid;
+    u32 cnt = first < n ? (n - first < th.bdim ? n - first : th.bdim) : 0u;
+    sh_stage_in(th, a.params + OFF_SH(n) + first * SH_STRIDE, valid + first, cnt, sSh);
     BARRIER();
-    float* sh = sSh + TID * SH_SROW;
+    SPTR float* sh = sSh + th.tid * SH_SROW;
     if (i < n && !valid[i]) {
-        grad2d[i] = 0.0f;
+        a.grad2d[i] = 0.0f;
     } else if (i < n) {
         // A valid splat's backward writes each of its 59 gradients once (the SH ones through sh).
-        PG pg = {gColor, gOpacity, gMean2d, gConic, gRayU, gRayA};
-        float stat = cam.model == MODEL_RAY ? ray_backward(cam, params, n, i, pg, sh, grads)
-                                            : ewa_backward(cam, params, n, i, pg, sh, grads);
-        grad2d[i] = stat;
-        if (accumulate) {
-            statAccum[i] = statAccum[i] + stat;
-            statCount[i] = statCount[i] + 1u;
-            statMaxRadius[i] = gmaxf(statMaxRadius[i], radius[i]);
+        PG pg = {a.gColor, a.gOpacity, a.gMean2d, a.gConic, a.gRayU, a.gRayA};
+        float stat = cam.model == MODEL_RAY ? ray_backward(cam, a.params, n, i, pg, sh, a.grads)
+                                            : ewa_backward(cam, a.params, n, i, pg, sh, a.grads);
+        a.grad2d[i] = stat;
+        if (a.accumulate) {
+            a.statAccum[i] = a.statAccum[i] + stat;
+            a.statCount[i] = a.statCount[i] + 1u;
+            a.statMaxRadius[i] = gmaxf(a.statMaxRadius[i], a.radius[i]);
         }
     }
     BARRIER();
-    sh_stage_out(sSh, valid + first, cnt, grads + OFF_SH(n) + first * SH_STRIDE);
+    sh_stage_out(th, sSh, valid + first, cnt, a.grads + OFF_SH(n) + first * SH_STRIDE);
 }

@@ -13,19 +13,18 @@
 // up to whole warps.
 #define BATCH 256
 
-// CHUNK is how many entries of a tile's list one raster_bwd block walks (internal/fused's
-// chunkEntries must match: it sizes the chunk buffers). Chunk c of a tile is entries
+// CHUNK (abi.h; the host sizes the chunk buffers with it) is how many entries of a tile's list
+// one raster_bwd block walks. Chunk c of a tile is entries
 // [c·CHUNK, (c+1)·CHUNK) of its list; the backward runs a block per chunk up to the tile's
 // walk (its pixels' longest count), so that no tile's back-to-front walk is one serial chain
 // of its whole list (the longest lists were raster_bwd's tail). A power
 // of two dividing BATCH: the forward finds the boundaries in a batch with a mask.
-#define CHUNK 64u
 static_assert(BATCH % CHUNK == 0 && (CHUNK & (CHUNK - 1u)) == 0u, "CHUNK must be a power of two dividing BATCH");
 
 // Chunk states: raster_fwd stores, for every pixel still walking when it reaches entry
 // k = (c+1)·CHUNK of its tile's list, the transmittance T and the front colour Σ cᵢαᵢTᵢ over
 // entries [0, k): where raster_bwd's block for chunk c starts. Slot chunk_slot(tile, o, c)
-// holds four planes of P = tileSize² floats (T, r, g, b), pixel p (= TID) at plane·P + p, so
+// holds four planes of P = tileSize² floats (T, r, g, b), pixel p (= th.tid) at plane·P + p, so
 // that a warp's stores and loads are contiguous. The slot needs no count of the chunks, so the
 // forward stores before they are counted: with o the tile's first entry and L its list's
 // length, ⌊o/CHUNK⌋ + tile + c is distinct for every tile and chunk c < ⌈L/CHUNK⌉ (tile t's
@@ -41,10 +40,10 @@ DEVICE u64 chunk_state(u32 slot, u32 P) { return (u64)slot * (u64)(4u * P); }
 #define GEO_RAY 13
 #define GEO_N(RAY) ((RAY) ? GEO_RAY : GEO_EWA)
 
-// Staged is the batch a block stages in shared memory (one SHARED instance per entry point),
-// packed in 16-byte packets so that a thread reads a splat with 3 (EWA) or 5 (ray) broadcast
-// loads, where 11 or 19 four-byte ones did before (their share of the rasterizers' per-pixel
-// instructions was a quarter). Slot j is packets PK_N(RAY)·j … PK_N(RAY)·j + PK_N(RAY) − 1:
+// Staged is the batch a block stages in shared memory (one instance per entry point, declared
+// by its generated wrapper), packed in 16-byte packets so that a thread reads a splat with 3
+// (EWA) or 5 (ray) broadcast loads, where 11 or 19 four-byte ones did before (their share of
+// the rasterizers' per-pixel instructions was a quarter). Slot j is packets PK_N(RAY)·j … PK_N(RAY)·j + PK_N(RAY) − 1:
 //   EWA: (mx, my, a, b), meta (c, opacity, power cut, ok), colour (r, g, b, 0)
 //   ray: (u0, u1, u2, A0), (A1 … A4), (A5 … A8), meta (‖u‖², opacity, power cut, ok), colour
 // ok is 1 when the splat can reach alphaMin somewhere, else 0 (and the other packets are
@@ -57,8 +56,8 @@ template <bool RAY, u32 N = BATCH> struct Staged {
     f4 pk[N * PK_N(RAY)];
 };
 
-template <bool RAY, u32 N> DEVICE f4 staged_meta(const Staged<RAY, N>& s, u32 j) { return s.pk[j * PK_N(RAY) + PK_N(RAY) - 2u]; }
-template <bool RAY, u32 N> DEVICE f4 staged_color(const Staged<RAY, N>& s, u32 j) { return s.pk[j * PK_N(RAY) + PK_N(RAY) - 1u]; }
+template <bool RAY, u32 N> DEVICE f4 staged_meta(const SPTR Staged<RAY, N>& s, u32 j) { return s.pk[j * PK_N(RAY) + PK_N(RAY) - 2u]; }
+template <bool RAY, u32 N> DEVICE f4 staged_color(const SPTR Staged<RAY, N>& s, u32 j) { return s.pk[j * PK_N(RAY) + PK_N(RAY) - 1u]; }
 
 // powerCut: the exponent below which o·exp(power) is certainly below amin, in float32 as the
 // CPU computes it (log32); false when the splat can reach amin nowhere (o ≤ 0, NaN, or cut > 0).
@@ -117,9 +116,9 @@ DEVICE float alpha_of(float o, float power, float& g, bool& clamped)
 template <bool RAY, u32 N>
 DEVICE void stage_splat(const Raster& rp, u32 id, u32 j, const GPTR float* opacity, const GPTR float* color,
                         const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU,
-                        const GPTR float* rayA, Staged<RAY, N>& s)
+                        const GPTR float* rayA, SPTR Staged<RAY, N>& s)
 {
-    f4* pk = s.pk + j * PK_N(RAY);
+    SPTR f4* pk = s.pk + j * PK_N(RAY);
     float o = opacity[id];
     float cut;
     if (!power_cut(o, rp.alphaMin, cut)) {
@@ -143,7 +142,7 @@ DEVICE void stage_splat(const Raster& rp, u32 id, u32 j, const GPTR float* opaci
 
 // load_geo copies slot j's geometry into registers, meta being staged_meta(s, j) (every
 // thread reads the same words: shared-memory broadcasts).
-template <bool RAY, u32 N> DEVICE void load_geo(const Staged<RAY, N>& s, u32 j, f4 meta, float* geo)
+template <bool RAY, u32 N> DEVICE void load_geo(const SPTR Staged<RAY, N>& s, u32 j, f4 meta, float* geo)
 {
     for (u32 q = 0; q + 2u < PK_N(RAY); q++) {
         f4 p = s.pk[j * PK_N(RAY) + q];

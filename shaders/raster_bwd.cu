@@ -27,7 +27,7 @@
 //   tile. The chunks number at most entries/CHUNK + tiles (raster.h), as the host sizes them.
 // raster_bwd_ewa, raster_bwd_ray: one kernel compiled per render model, as raster_fwd_*, with
 //   its thread mapping within a tile (one thread per pixel). Block b walks the chunks b, b +
-//   NBLOCKS, ... below chunkStart[tiles] (the host sizes the grid for the most chunks the
+//   nblocks, ... below chunkStart[tiles] (the host sizes the grid for the most chunks the
 //   lists' capacity allows, capped: the count is on the device, and the blocks past it leave
 //   at once); for each, the chunk's entries up to the tile's walk are staged in shared memory
 //   at once and walked back to front, and a pixel whose count ends before the chunk does
@@ -49,6 +49,7 @@
 #include "common.h"
 #include "readout.h"
 #include "raster.h"
+#include "entries/raster_bwd.h"
 
 // grad_ptr is the gradient word of value index q (0 ≤ q < 16 for ray, < 9 for EWA) of splat
 // id, in raster_bwd's v order: colour 3, opacity 1, then EWA mean2d 2, conic 3 or ray u 3, A 9.
@@ -63,61 +64,55 @@ DEVICE GPTR float* grad_ptr(u32 id, u32 q, GPTR float* gColor, GPTR float* gOpac
 }
 
 template <bool RAY>
-DEVICE void raster_bwd_chunk(Staged<RAY, CHUNK>& s, u32* sId, float* sGrad, u32 chunk, const Raster& rp, const GPTR u32* tileOffsets,
-                             const GPTR u32* ids, const GPTR float* opacity, const GPTR float* color,
-                             const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU,
-                             const GPTR float* rayA, const GPTR float* rays, const GPTR float* finalT,
-                             const GPTR u32* count, const GPTR float* image, const GPTR u32* tileWalk,
-                             const GPTR float* chunkState, const GPTR u32* chunkStart, const GPTR u32* chunkTile,
-                             const GPTR float* dImage, GPTR float* gColor, GPTR float* gOpacity,
-                             GPTR float* gMean2d, GPTR float* gConic, GPTR float* gRayU, GPTR float* gRayA)
+DEVICE void raster_bwd_chunk(Thr th, raster_bwd_args a, SPTR Staged<RAY, CHUNK>& s, SPTR u32* sId, SPTR float* sGrad, u32 chunk)
 {
+    const Raster& rp = a.rp;
     // Gradient values per splat: colour 3, opacity 1, EWA mean2d 2 + conic 3, ray u 3 + A 9.
     const u32 nv = RAY ? 16u : 9u;
-    u32 tile = chunkTile[chunk];
-    u32 ci = chunk - chunkStart[tile]; // the tile's chunk ci: entries [lo, stop) of its list
+    u32 tile = a.chunkTile[chunk];
+    u32 ci = chunk - a.chunkStart[tile]; // the tile's chunk ci: entries [lo, stop) of its list
     u32 lo = ci * CHUNK, stop = lo + CHUNK;
-    u32 walk = tileWalk[tile];
+    u32 walk = a.tileWalk[tile];
     u32 hi = walk < stop ? walk : stop; // > lo: the tile has chunks up to its walk only
-    u32 start = tileOffsets[tile];
+    u32 start = a.tileOffsets[tile];
     int ts = rp.tileSize;
     u32 P = (u32)(ts * ts);
-    int x = (int)(tile % (u32)rp.tilesX) * ts + (int)(TID % (u32)ts);
-    int y = (int)(tile / (u32)rp.tilesX) * ts + (int)(TID / (u32)ts);
-    bool inside = TID < P && x < rp.W && y < rp.H;
+    int x = (int)(tile % (u32)rp.tilesX) * ts + (int)(th.tid % (u32)ts);
+    int y = (int)(tile / (u32)rp.tilesX) * ts + (int)(th.tid / (u32)ts);
+    bool inside = th.tid < P && x < rp.W && y < rp.H;
     u32 pix = inside ? (u32)y * (u32)rp.W + (u32)x : 0u;
-    u32 cnt = inside ? count[pix] : 0u;
+    u32 cnt = inside ? a.count[pix] : 0u;
     float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f;
     float T = 0.0f, br = 0.0f, bg = 0.0f, bb = 0.0f, gr = 0.0f, gg = 0.0f, gb = 0.0f;
     if (cnt > lo) {
         if (RAY) {
-            d0 = rays[pix * 3];
-            d1 = rays[pix * 3 + 1];
-            d2 = rays[pix * 3 + 2];
+            d0 = a.rays[pix * 3];
+            d1 = a.rays[pix * 3 + 1];
+            d2 = a.rays[pix * 3 + 2];
         }
         if (cnt <= stop) { // the walk ends in this chunk: start from the forward's end state
-            T = finalT[pix];
+            T = a.finalT[pix];
             br = mul_rn(T, rp.bg[0]);
             bg = mul_rn(T, rp.bg[1]);
             bb = mul_rn(T, rp.bg[2]);
         } else { // it goes on behind the chunk: the state raster_fwd stored at its far end
-            const GPTR float* st = chunkState + chunk_state(chunk_slot(tile, start, ci), P) + TID;
+            const GPTR float* st = a.chunkState + chunk_state(chunk_slot(tile, start, ci), P) + th.tid;
             T = st[0];
-            br = image[pix * 3] - st[P];
-            bg = image[pix * 3 + 1] - st[2u * P];
-            bb = image[pix * 3 + 2] - st[3u * P];
+            br = a.image[pix * 3] - st[P];
+            bg = a.image[pix * 3 + 1] - st[2u * P];
+            bb = a.image[pix * 3 + 2] - st[3u * P];
         }
-        gr = dImage[pix * 3];
-        gg = dImage[pix * 3 + 1];
-        gb = dImage[pix * 3 + 2];
+        gr = a.dImage[pix * 3];
+        gg = a.dImage[pix * 3 + 1];
+        gb = a.dImage[pix * 3 + 2];
     }
     u32 nb = hi - lo;
-    for (u32 j = TID; j < nb; j += BDIM) {
-        u32 id = ids[start + lo + j];
+    for (u32 j = th.tid; j < nb; j += th.bdim) {
+        u32 id = a.ids[start + lo + j];
         sId[j] = id;
-        stage_splat<RAY>(rp, id, j, opacity, color, mean2d, conic, rayU, rayA, s);
+        stage_splat<RAY>(rp, id, j, a.opacity, a.color, a.mean2d, a.conic, a.rayU, a.rayA, s);
     }
-    for (u32 i = TID; i < nb * nv; i += BDIM) sGrad[i] = 0.0f;
+    for (u32 i = th.tid; i < nb * nv; i += th.bdim) sGrad[i] = 0.0f;
     BARRIER();
     for (u32 jj = nb; jj > 0u; jj--) {
         u32 j = jj - 1u;
@@ -177,9 +172,9 @@ DEVICE void raster_bwd_chunk(Staged<RAY, CHUNK>& s, u32* sId, float* sGrad, u32 
                             v[9 + r * 3] = qr * d2;
                         }
                     } else {
-                        float a = geo[2], b = geo[3], c = geo[4];
-                        v[4] = dp * (a * dx + b * dy);
-                        v[5] = dp * (b * dx + c * dy);
+                        float ka = geo[2], kb = geo[3], kc = geo[4];
+                        v[4] = dp * (ka * dx + kb * dy);
+                        v[5] = dp * (kb * dx + kc * dy);
                         v[6] = -(dp * dx * dx / 2.0f);
                         v[7] = -(dp * dx * dy);
                         v[8] = -(dp * dy * dy / 2.0f);
@@ -190,109 +185,74 @@ DEVICE void raster_bwd_chunk(Staged<RAY, CHUNK>& s, u32* sId, float* sGrad, u32 
         if (!warp_any(hit)) continue;
         // Lanes 2q and 2q+1 get value q's warp sum; the even ones of the nv values in use
         // add it to the chunk's sum, in one shared atomic instruction for the warp.
-        float sum = warp_sum16_spread(v);
-        u32 q = LANE >> 1;
-        if ((LANE & 1u) == 0u && q < nv) shared_add_f32(&sGrad[j * nv + q], sum);
+        float sum = warp_sum16_spread(th, v);
+        u32 q = th.lane >> 1;
+        if ((th.lane & 1u) == 0u && q < nv) shared_add_f32(&sGrad[j * nv + q], sum);
     }
     // The block's sums to the gradients (zero where no pixel was hit: nothing to add).
     BARRIER();
-    for (u32 i = TID; i < nb * nv; i += BDIM) {
+    for (u32 i = th.tid; i < nb * nv; i += th.bdim) {
         float g = sGrad[i];
         if (g != 0.0f)
-            atom_add_f32(grad_ptr<RAY>(sId[i / nv], i % nv, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA), g);
+            atom_add_f32(grad_ptr<RAY>(sId[i / nv], i % nv, a.gColor, a.gOpacity, a.gMean2d, a.gConic, a.gRayU, a.gRayA), g);
     }
 }
 
-// raster_bwd_body walks this block's chunks; the barrier after each keeps the next chunk's
-// staging from overwriting the splats and sums the last one's atomics still read.
+// raster_bwd_run is both entry points' body: it walks this block's chunks, with the
+// wrapper's block-shared s (the chunk's staged splats), sId (their ids) and sGrad (their
+// gradient sums). The barrier after each chunk keeps the next one's staging from overwriting
+// the splats and sums the last one's atomics still read.
 template <bool RAY>
-DEVICE void raster_bwd_body(Staged<RAY, CHUNK>& s, u32* sId, float* sGrad, const Raster& rp, u32 numTiles,
-                            const GPTR u32* tileOffsets, const GPTR u32* ids, const GPTR float* opacity,
-                            const GPTR float* color, const GPTR float* mean2d, const GPTR float* conic,
-                            const GPTR float* rayU, const GPTR float* rayA, const GPTR float* rays,
-                            const GPTR float* finalT, const GPTR u32* count, const GPTR float* image,
-                            const GPTR u32* tileWalk, const GPTR float* chunkState, const GPTR u32* chunkStart,
-                            const GPTR u32* chunkTile, const GPTR float* dImage, GPTR float* gColor,
-                            GPTR float* gOpacity, GPTR float* gMean2d, GPTR float* gConic, GPTR float* gRayU,
-                            GPTR float* gRayA)
+DEVICE void raster_bwd_run(Thr th, raster_bwd_args a, SPTR Staged<RAY, CHUNK>& s, SPTR u32* sId, SPTR float* sGrad)
 {
-    u32 chunks = chunkStart[numTiles];
-    for (u32 chunk = BID; chunk < chunks; chunk += NBLOCKS) {
-        raster_bwd_chunk<RAY>(s, sId, sGrad, chunk, rp, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays,
-                              finalT, count, image, tileWalk, chunkState, chunkStart, chunkTile, dImage, gColor,
-                              gOpacity, gMean2d, gConic, gRayU, gRayA);
+    if (a.readout[RO_ABORT]) return;
+    u32 chunks = a.chunkStart[a.numTiles];
+    for (u32 chunk = th.bid; chunk < chunks; chunk += th.nblocks) {
+        raster_bwd_chunk<RAY>(th, a, s, sId, sGrad, chunk);
         BARRIER();
     }
 }
 
-#define CHUNK_THREADS 256u
-
-KERNEL raster_bwd_chunks(const GPTR u32* readout, const GPTR u32* tileWalk, u32 numTiles, GPTR u32* chunkStart,
-                         GPTR u32* chunkTile)
+// raster_bwd_chunks numbers the chunks (the block-shared warpTot: the warps' totals, then
+// their offsets).
+DEVICE void raster_bwd_chunks_body(Thr th, raster_bwd_chunks_args a, SPTR u32* warpTot)
 {
-    if (readout[RO_ABORT]) return;
-    SHARED u32 warpTot[CHUNK_THREADS / 32u];
-    u32 per = (numTiles + CHUNK_THREADS - 1u) / CHUNK_THREADS;
-    u32 t0 = TID * per < numTiles ? TID * per : numTiles;
+    if (a.readout[RO_ABORT]) return;
+    const u32 threads = 256u; // the spec's block size
+    u32 numTiles = a.numTiles;
+    u32 per = (numTiles + threads - 1u) / threads;
+    u32 t0 = th.tid * per < numTiles ? th.tid * per : numTiles;
     u32 t1 = t0 + per < numTiles ? t0 + per : numTiles;
     u32 sum = 0;
-    for (u32 t = t0; t < t1; t++) sum += (tileWalk[t] + CHUNK - 1u) / CHUNK;
+    for (u32 t = t0; t < t1; t++) sum += (a.tileWalk[t] + CHUNK - 1u) / CHUNK;
     // A block-wide exclusive scan of the threads' sums: within each warp, then over the warps.
-    u32 ex = warp_exscan_u32(sum);
-    if (LANE == 31u) warpTot[WARP_ID] = ex + sum;
+    u32 ex = warp_exscan_u32(th, sum);
+    if (th.lane == 31u) warpTot[th.warp] = ex + sum;
     BARRIER();
-    if (TID < 32u) {
-        const u32 nw = CHUNK_THREADS / 32u;
-        u32 w = TID < nw ? warpTot[TID] : 0u;
-        u32 e = warp_exscan_u32(w);
-        if (TID < nw) warpTot[TID] = e;
-        if (TID == nw - 1u) chunkStart[numTiles] = e + w;
+    if (th.tid < 32u) {
+        const u32 nw = threads / 32u;
+        u32 w = th.tid < nw ? warpTot[th.tid] : 0u;
+        u32 e = warp_exscan_u32(th, w);
+        if (th.tid < nw) warpTot[th.tid] = e;
+        if (th.tid == nw - 1u) a.chunkStart[numTiles] = e + w;
     }
     BARRIER();
-    u32 run = warpTot[WARP_ID] + ex;
+    u32 run = warpTot[th.warp] + ex;
     for (u32 t = t0; t < t1; t++) {
-        chunkStart[t] = run;
-        u32 n = (tileWalk[t] + CHUNK - 1u) / CHUNK;
-        for (u32 q = 0; q < n; q++) chunkTile[run + q] = t;
+        a.chunkStart[t] = run;
+        u32 n = (a.tileWalk[t] + CHUNK - 1u) / CHUNK;
+        for (u32 q = 0; q < n; q++) a.chunkTile[run + q] = t;
         run += n;
     }
 }
 
-// BOUNDS: 6 blocks an SM at 40 registers (8 bytes spilled) instead of 4 at the 56 the compiler
-// takes unbounded; on a trained 901k-splat bonsai the kernel went from 0.652 to 0.598 ms, at 1M
-// random splats it stayed within 0.01 ms.
-KERNEL BOUNDS(256, 6) raster_bwd_ewa(Raster rp, const GPTR u32* readout, u32 numTiles, const GPTR u32* tileOffsets,
-                                     const GPTR u32* ids, const GPTR float* opacity, const GPTR float* color,
-                                     const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU,
-                                     const GPTR float* rayA, const GPTR float* rays, const GPTR float* finalT,
-                                     const GPTR u32* count, const GPTR float* image, const GPTR u32* tileWalk,
-                                     const GPTR float* chunkState, const GPTR u32* chunkStart, const GPTR u32* chunkTile,
-                                     const GPTR float* dImage, GPTR float* gColor, GPTR float* gOpacity, GPTR float* gMean2d,
-                                     GPTR float* gConic, GPTR float* gRayU, GPTR float* gRayA)
+// raster_bwd_ewa has launch bounds (internal/fused/abi/spec says why); raster_bwd_ray none.
+DEVICE void raster_bwd_ewa_body(Thr th, raster_bwd_args a, SPTR Staged<false, CHUNK>& s, SPTR u32* sId, SPTR float* sGrad)
 {
-    if (readout[RO_ABORT]) return;
-    SHARED Staged<false, CHUNK> s;
-    SHARED u32 sId[CHUNK];
-    SHARED float sGrad[CHUNK * 16u];
-    raster_bwd_body<false>(s, sId, sGrad, rp, numTiles, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays,
-                           finalT, count, image, tileWalk, chunkState, chunkStart, chunkTile, dImage, gColor,
-                           gOpacity, gMean2d, gConic, gRayU, gRayA);
+    raster_bwd_run<false>(th, a, s, sId, sGrad);
 }
 
-KERNEL raster_bwd_ray(Raster rp, const GPTR u32* readout, u32 numTiles, const GPTR u32* tileOffsets,
-                      const GPTR u32* ids, const GPTR float* opacity, const GPTR float* color,
-                      const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU,
-                      const GPTR float* rayA, const GPTR float* rays, const GPTR float* finalT,
-                      const GPTR u32* count, const GPTR float* image, const GPTR u32* tileWalk,
-                      const GPTR float* chunkState, const GPTR u32* chunkStart, const GPTR u32* chunkTile,
-                      const GPTR float* dImage, GPTR float* gColor, GPTR float* gOpacity, GPTR float* gMean2d,
-                      GPTR float* gConic, GPTR float* gRayU, GPTR float* gRayA)
+DEVICE void raster_bwd_ray_body(Thr th, raster_bwd_args a, SPTR Staged<true, CHUNK>& s, SPTR u32* sId, SPTR float* sGrad)
 {
-    if (readout[RO_ABORT]) return;
-    SHARED Staged<true, CHUNK> s;
-    SHARED u32 sId[CHUNK];
-    SHARED float sGrad[CHUNK * 16u];
-    raster_bwd_body<true>(s, sId, sGrad, rp, numTiles, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays,
-                          finalT, count, image, tileWalk, chunkState, chunkStart, chunkTile, dImage, gColor,
-                          gOpacity, gMean2d, gConic, gRayU, gRayA);
+    raster_bwd_run<true>(th, a, s, sId, sGrad);
 }

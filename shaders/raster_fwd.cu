@@ -3,8 +3,8 @@
 //
 // raster_fwd_ewa, raster_fwd_ray: the same kernel compiled for each render model (the host
 //   launches the one of its rp.model), so that the per-splat loop carries no model test and
-//   EWA stages and reads only its 5 geometry floats. One block per tile (BID = tile id,
-//   row-major), one thread per pixel of the tile (TID = ly*tileSize + lx; blockDim is
+//   EWA stages and reads only its 5 geometry floats. One block per tile (th.bid = tile id,
+//   row-major), one thread per pixel of the tile (th.tid = ly*tileSize + lx; blockDim is
 //   tileSize² rounded up to whole warps, and threads past the tile, or past the image edge,
 //   only help stage splats). The tile's list is walked in batches of BATCH splats staged in
 //   shared memory. Per pixel and entry: skip when alpha < alphaMin; finish (without blending)
@@ -25,19 +25,21 @@
 #include "common.h"
 #include "readout.h"
 #include "raster.h"
+#include "entries/raster_fwd.h"
 
+// raster_fwd_run is both entry points' body; the block-shared s (the staged batch), alive (the
+// tile's pixels still walking) and longest (the tile's longest count) are the wrapper's.
 template <bool RAY>
-DEVICE void raster_fwd_body(Staged<RAY>& s, u32& alive, const Raster& rp, const GPTR u32* tileOffsets,
-                            const GPTR u32* ids, const GPTR float* opacity, const GPTR float* color,
-                            const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU,
-                            const GPTR float* rayA, const GPTR float* rays, GPTR float* image, GPTR float* finalT,
-                            GPTR u32* count, u32& longest, GPTR u32* tileWalk, GPTR float* chunkState)
+DEVICE void raster_fwd_run(Thr th, raster_fwd_args a, SPTR Staged<RAY>& s, SPTR u32& alive, SPTR u32& longest)
 {
-    u32 tile = BID;
+    if (a.readout[RO_ABORT]) return;
+    const Raster& rp = a.rp;
+    const GPTR float* rays = a.rays;
+    u32 tile = th.bid;
     int ts = rp.tileSize;
-    int x = (int)(tile % (u32)rp.tilesX) * ts + (int)(TID % (u32)ts);
-    int y = (int)(tile / (u32)rp.tilesX) * ts + (int)(TID / (u32)ts);
-    bool inside = TID < (u32)(ts * ts) && x < rp.W && y < rp.H;
+    int x = (int)(tile % (u32)rp.tilesX) * ts + (int)(th.tid % (u32)ts);
+    int y = (int)(tile / (u32)rp.tilesX) * ts + (int)(th.tid / (u32)ts);
+    bool inside = th.tid < (u32)(ts * ts) && x < rp.W && y < rp.H;
     u32 pix = inside ? (u32)y * (u32)rp.W + (u32)x : 0u;
     float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f;
     if (RAY && inside) {
@@ -48,21 +50,21 @@ DEVICE void raster_fwd_body(Staged<RAY>& s, u32& alive, const Raster& rp, const 
     float T = 1.0f, cr = 0.0f, cg = 0.0f, cb = 0.0f;
     u32 cnt = 0, hits = 0;
     bool done = !inside;
-    u32 start = tileOffsets[tile], end = tileOffsets[tile + 1];
+    u32 start = a.tileOffsets[tile], end = a.tileOffsets[tile + 1];
     // This pixel's words of the tile's chunk states (chunk c's plane q at +c·4P + q·P); only
     // dereferenced at a boundary inside the list, so never for a tile without chunks.
     u32 P = (u32)(ts * ts);
-    GPTR float* st = chunkState + chunk_state(chunk_slot(tile, start, 0u), P) + TID;
-    if (TID == 0u) longest = 0u; // ordered before the maxima below by the loop's or the final barrier
+    GPTR float* st = a.chunkState + chunk_state(chunk_slot(tile, start, 0u), P) + th.tid;
+    if (th.tid == 0u) longest = 0u; // ordered before the maxima below by the loop's or the final barrier
     for (u32 b0 = start; b0 < end; b0 += BATCH) {
-        if (TID == 0u) alive = 0u;
+        if (th.tid == 0u) alive = 0u;
         BARRIER();
         if (!done) shared_add_u32(&alive, 1u);
         BARRIER();
         if (alive == 0u) break; // every pixel of the tile is finished
         u32 nb = end - b0 < (u32)BATCH ? end - b0 : (u32)BATCH;
-        for (u32 j = TID; j < nb; j += BDIM)
-            stage_splat<RAY>(rp, ids[b0 + j], j, opacity, color, mean2d, conic, rayU, rayA, s);
+        for (u32 j = th.tid; j < nb; j += th.bdim)
+            stage_splat<RAY>(rp, a.ids[b0 + j], j, a.opacity, a.color, a.mean2d, a.conic, a.rayU, a.rayA, s);
         BARRIER();
         for (u32 j = 0; j < nb && !done; j++) {
             // Entry k = b0 − start + j starts chunk k/CHUNK (BATCH is a multiple of CHUNK, so
@@ -117,40 +119,24 @@ DEVICE void raster_fwd_body(Staged<RAY>& s, u32& alive, const Raster& rp, const 
         BARRIER();
     }
     if (inside) {
-        image[pix * 3] = cr + mul_rn(T, rp.bg[0]);
-        image[pix * 3 + 1] = cg + mul_rn(T, rp.bg[1]);
-        image[pix * 3 + 2] = cb + mul_rn(T, rp.bg[2]);
-        finalT[pix] = T;
-        count[pix] = cnt;
+        a.image[pix * 3] = cr + mul_rn(T, rp.bg[0]);
+        a.image[pix * 3 + 1] = cg + mul_rn(T, rp.bg[1]);
+        a.image[pix * 3 + 2] = cb + mul_rn(T, rp.bg[2]);
+        a.finalT[pix] = T;
+        a.count[pix] = cnt;
     }
     BARRIER();
     if (cnt > 0u) shared_max_u32(&longest, cnt);
     BARRIER();
-    if (TID == 0u) tileWalk[tile] = longest;
+    if (th.tid == 0u) a.tileWalk[tile] = longest;
 }
 
-KERNEL raster_fwd_ewa(Raster rp, const GPTR u32* readout, const GPTR u32* tileOffsets, const GPTR u32* ids,
-                      const GPTR float* opacity, const GPTR float* color, const GPTR float* mean2d,
-                      const GPTR float* conic, const GPTR float* rayU, const GPTR float* rayA,
-                      const GPTR float* rays, GPTR float* image, GPTR float* finalT, GPTR u32* count,
-                      GPTR u32* tileWalk, GPTR float* chunkState)
+DEVICE void raster_fwd_ewa_body(Thr th, raster_fwd_args a, SPTR Staged<false>& s, SPTR u32& alive, SPTR u32& longest)
 {
-    if (readout[RO_ABORT]) return;
-    SHARED Staged<false> s;
-    SHARED u32 alive, longest;
-    raster_fwd_body<false>(s, alive, rp, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image,
-                           finalT, count, longest, tileWalk, chunkState);
+    raster_fwd_run<false>(th, a, s, alive, longest);
 }
 
-KERNEL raster_fwd_ray(Raster rp, const GPTR u32* readout, const GPTR u32* tileOffsets, const GPTR u32* ids,
-                      const GPTR float* opacity, const GPTR float* color, const GPTR float* mean2d,
-                      const GPTR float* conic, const GPTR float* rayU, const GPTR float* rayA,
-                      const GPTR float* rays, GPTR float* image, GPTR float* finalT, GPTR u32* count,
-                      GPTR u32* tileWalk, GPTR float* chunkState)
+DEVICE void raster_fwd_ray_body(Thr th, raster_fwd_args a, SPTR Staged<true>& s, SPTR u32& alive, SPTR u32& longest)
 {
-    if (readout[RO_ABORT]) return;
-    SHARED Staged<true> s;
-    SHARED u32 alive, longest;
-    raster_fwd_body<true>(s, alive, rp, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image,
-                          finalT, count, longest, tileWalk, chunkState);
+    raster_fwd_run<true>(th, a, s, alive, longest);
 }

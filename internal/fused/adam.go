@@ -39,7 +39,7 @@ func adamArgs(s engine.AdamSettings, lr engine.LR, t int64, n int) (abi.AdamP, e
 // adam launches adam.cu's adam_step over the 59·n packed elements, 4 a thread (design.md §5
 // step 8).
 func (e *Engine) adam(ap abi.AdamP) error {
-	return e.k.AdamStep(gpu.BlocksFor(uint32((paramFloats*e.n+3)/4), 256), gpu.Dim3{256}, abi.AdamStepArgs{
+	return e.k.AdamStep(gpu.BlocksFor(uint32((paramFloats*e.n+3)/4), abi.AdamStepBlock), gpu.Dim3{abi.AdamStepBlock}, abi.AdamStepArgs{
 		Ap: ap, Readout: abi.B(e.readoutBuf), Params: abi.B(e.params), Grads: abi.B(e.grads), M: abi.B(e.adamM),
 		V: abi.B(e.adamV), Valid: abi.B(e.valid)})
 }

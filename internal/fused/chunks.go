@@ -3,13 +3,14 @@ package fused
 import (
 	"fmt"
 
+	"github.com/rlxsplat/rlxsplat/internal/fused/abi"
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 )
 
-// chunkEntries is CHUNK of shaders/raster.h: the tile-list entries one raster_bwd block walks
-// (TestChunkEntriesMatchesShaders keeps the two equal). The chunks of a tile are those of its
-// walk: ⌈w/chunkEntries⌉ for a longest pixel count w, at most ⌈L/chunkEntries⌉ for a list of L.
-const chunkEntries = 64
+// chunkEntries is CHUNK of the kernels (declared once, internal/fused/abi/spec): the tile-list
+// entries one raster_bwd block walks. The chunks of a tile are those of its walk:
+// ⌈w/chunkEntries⌉ for a longest pixel count w, at most ⌈L/chunkEntries⌉ for a list of L.
+const chunkEntries = abi.ChunkEntries
 
 // defaultBwdMaxBlocks caps raster_bwd's grid (Engine.bwdMaxBlocks); its blocks stride over the chunks. The chunk count is
 // on the device, so the grid is sized for the most the lists' capacity allows, and a block

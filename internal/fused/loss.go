@@ -37,9 +37,9 @@ func lossArgs(kind loss.Kind, lambda float32, w, h int) abi.LossP {
 	return lp
 }
 
-// lossTile is the edge of loss.cu's square tiles of output pixels (TILE there): one block of
-// 256 threads a tile.
-const lossTile = 16
+// lossTile is the edge of loss.cu's square tiles of output pixels (LOSS_TILE, declared once in
+// internal/fused/abi/spec): one block of abi.LossMapBlock threads a tile.
+const lossTile = abi.LossTile
 
 // lossTiles is loss.cu's grid for a w×h image: its tiles, row by row.
 func lossTiles(w, h int) int {
@@ -58,17 +58,17 @@ func (e *Engine) loss(target gpu.Buffer, w, h int) error {
 	tiles := uint32(lossTiles(w, h))
 	lp := lossArgs(e.set.Loss, e.set.SSIMLambda, w, h)
 	ro := abi.B(e.readoutBuf)
-	if err := e.k.LossMap(gpu.Dim3{tiles}, gpu.Dim3{256}, abi.LossMapArgs{Lp: lp, Readout: ro, Img: abi.B(e.image),
+	if err := e.k.LossMap(gpu.Dim3{tiles}, gpu.Dim3{abi.LossMapBlock}, abi.LossMapArgs{Lp: lp, Readout: ro, Img: abi.B(e.image),
 		Target: abi.B(target), Grad: abi.B(e.dImage), Dmap: abi.B(e.dmap), PartAbs: abi.B(e.partAbs),
 		PartSq: abi.B(e.partSq), PartSsim: abi.B(e.partSSIM)}); err != nil {
 		return err
 	}
 	if e.set.Loss.UsesSSIM() {
-		if err := e.k.LossGrad(gpu.Dim3{tiles}, gpu.Dim3{256}, abi.LossGradArgs{Lp: lp, Readout: ro, Dmap: abi.B(e.dmap),
+		if err := e.k.LossGrad(gpu.Dim3{tiles}, gpu.Dim3{abi.LossGradBlock}, abi.LossGradArgs{Lp: lp, Readout: ro, Dmap: abi.B(e.dmap),
 			Img: abi.B(e.image), Target: abi.B(target), Grad: abi.B(e.dImage)}); err != nil {
 			return err
 		}
 	}
-	return e.k.LossFinish(gpu.Dim3{1}, gpu.Dim3{256}, abi.LossFinishArgs{PartAbs: abi.B(e.partAbs), PartSq: abi.B(e.partSq),
+	return e.k.LossFinish(gpu.Dim3{1}, gpu.Dim3{abi.LossFinishBlock}, abi.LossFinishArgs{PartAbs: abi.B(e.partAbs), PartSq: abi.B(e.partSq),
 		PartSsim: abi.B(e.partSSIM), Blocks: tiles, Readout: ro})
 }

@@ -6,9 +6,9 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 )
 
-// shBlock is project_bwd's block size: at most SH_BLOCK of shaders/geom.h, the shared rows
-// through which its SH loads and stores are coalesced.
-const shBlock = 128
+// shBlock is project_bwd's block size: SH_BLOCK (internal/fused/abi/spec), the most its shared
+// rows, through which its SH loads and stores are coalesced, allow.
+const shBlock = abi.ShBlock
 
 // projectBwd launches project_bwd.cu (design.md §5 step 7): parameter gradients into grads and,
 // when accumulate, the densification statistics.

@@ -25,7 +25,7 @@ func (e *Engine) rasterBwd(cam *camera.Camera, bg [3]float32, tiles int) error {
 	if bound := maxChunks(e.listCap, tiles); bound > e.chunkCap {
 		return fmt.Errorf("fused: raster backward: up to %d chunks (%d list entries, %d tiles), the chunk buffers hold %d", bound, e.listCap, tiles, e.chunkCap)
 	}
-	if err := e.k.RasterBwdChunks(gpu.Dim3{1}, gpu.Dim3{256}, abi.RasterBwdChunksArgs{Readout: abi.B(e.readoutBuf),
+	if err := e.k.RasterBwdChunks(gpu.Dim3{1}, gpu.Dim3{abi.RasterBwdChunksBlock}, abi.RasterBwdChunksArgs{Readout: abi.B(e.readoutBuf),
 		TileWalk: abi.B(e.tileWalk), NumTiles: uint32(tiles), ChunkStart: abi.B(e.chunkStart), ChunkTile: abi.B(e.chunkTile)}); err != nil {
 		return fmt.Errorf("fused: raster backward chunks: %w", err)
 	}

@@ -36,6 +36,25 @@ const (
 	SortRounds = 12
 	// SortChunk is SORT_CHUNK: elements one sort block owns (SORT_THREADS × SORT_ROUNDS).
 	SortChunk = 3072
+	// ChunkEntries is CHUNK: tile-list entries one raster_bwd block walks (raster.h: chunks and their states).
+	ChunkEntries = 64
+	// LossTile is LOSS_TILE: output pixels per edge of loss.cu's square tiles, one block of 256 threads each.
+	LossTile = 16
+	// ShBlock is SH_BLOCK: project_bwd's most threads a block: the rows of SH coefficients it stages.
+	ShBlock = 128
+)
+
+// Block sizes of the kernels written for exactly one (their launch methods refuse others).
+const (
+	ScanBlocksBlock      = 256 // scan_blocks
+	ScanAddSumsBlock     = 256 // scan_add_sums
+	SortHistBlock        = 256 // sort_hist
+	SortScatterBlock     = 256 // sort_scatter
+	LossMapBlock         = 256 // loss_map
+	LossGradBlock        = 256 // loss_grad
+	LossFinishBlock      = 256 // loss_finish
+	RasterBwdChunksBlock = 256 // raster_bwd_chunks
+	AdamStepBlock        = 256 // adam_step
 )
 
 // Cam is struct Cam of shaders/abi.h: one view's camera and projection settings (prep.NewCam's float32 values).
@@ -911,7 +930,7 @@ func (k *EngineKernels) RasterFwdRay(grid, block gpu.Dim3, a RasterFwdArgs) erro
 
 // LossMap launches loss_map (shaders/loss.cu) on a grid of grid blocks of block threads.
 func (k *EngineKernels) LossMap(grid, block gpu.Dim3, a LossMapArgs) error {
-	l := newLaunch("loss_map", grid, block, 0, 256, 9)
+	l := newLaunch("loss_map", grid, block, 256, 256, 9)
 	l.bytes(a.Lp.Bytes())
 	l.buf("readout", a.Readout, 4)
 	l.buf("img", a.Img, 4)
@@ -926,7 +945,7 @@ func (k *EngineKernels) LossMap(grid, block gpu.Dim3, a LossMapArgs) error {
 
 // LossGrad launches loss_grad (shaders/loss.cu) on a grid of grid blocks of block threads.
 func (k *EngineKernels) LossGrad(grid, block gpu.Dim3, a LossGradArgs) error {
-	l := newLaunch("loss_grad", grid, block, 0, 0, 6)
+	l := newLaunch("loss_grad", grid, block, 256, 0, 6)
 	l.bytes(a.Lp.Bytes())
 	l.buf("readout", a.Readout, 4)
 	l.buf("dmap", a.Dmap, 4)
@@ -938,7 +957,7 @@ func (k *EngineKernels) LossGrad(grid, block gpu.Dim3, a LossGradArgs) error {
 
 // LossFinish launches loss_finish (shaders/loss.cu) on a grid of grid blocks of block threads.
 func (k *EngineKernels) LossFinish(grid, block gpu.Dim3, a LossFinishArgs) error {
-	l := newLaunch("loss_finish", grid, block, 0, 0, 5)
+	l := newLaunch("loss_finish", grid, block, 256, 0, 5)
 	l.buf("partAbs", a.PartAbs, 4)
 	l.buf("partSq", a.PartSq, 4)
 	l.buf("partSsim", a.PartSsim, 4)
@@ -949,7 +968,7 @@ func (k *EngineKernels) LossFinish(grid, block gpu.Dim3, a LossFinishArgs) error
 
 // RasterBwdChunks launches raster_bwd_chunks (shaders/raster_bwd.cu) on a grid of grid blocks of block threads.
 func (k *EngineKernels) RasterBwdChunks(grid, block gpu.Dim3, a RasterBwdChunksArgs) error {
-	l := newLaunch("raster_bwd_chunks", grid, block, 0, 0, 5)
+	l := newLaunch("raster_bwd_chunks", grid, block, 256, 0, 5)
 	l.buf("readout", a.Readout, 4)
 	l.buf("tileWalk", a.TileWalk, 4)
 	l.u32(a.NumTiles)
@@ -1047,7 +1066,7 @@ func (k *EngineKernels) ProjectBwd(grid, block gpu.Dim3, a ProjectBwdArgs) error
 
 // AdamStep launches adam_step (shaders/adam.cu) on a grid of grid blocks of block threads.
 func (k *EngineKernels) AdamStep(grid, block gpu.Dim3, a AdamStepArgs) error {
-	l := newLaunch("adam_step", grid, block, 0, 0, 7)
+	l := newLaunch("adam_step", grid, block, 256, 0, 7)
 	l.bytes(a.Ap.Bytes())
 	l.buf("readout", a.Readout, 4)
 	l.buf("params", a.Params, 4)
@@ -1146,17 +1165,17 @@ var Kernels = []KernelInfo{
 	{Name: "sort_hist", Unit: "sort.cu", Params: 6, InlineBytes: 40, SharedBytes: 1024, Block: 256, MaxThreads: 0, Wrapped: true},
 	{Name: "sort_scatter", Unit: "sort.cu", Params: 9, InlineBytes: 64, SharedBytes: 29728, Block: 256, MaxThreads: 0, Wrapped: true},
 	{Name: "tile_ranges", Unit: "ranges.cu", Params: 4, InlineBytes: 28, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: true},
-	{Name: "raster_fwd_ewa", Unit: "raster_fwd.cu", Params: 16, InlineBytes: 168, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: false},
-	{Name: "raster_fwd_ray", Unit: "raster_fwd.cu", Params: 16, InlineBytes: 168, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: false},
-	{Name: "loss_map", Unit: "loss.cu", Params: 9, InlineBytes: 132, SharedBytes: 0, Block: 0, MaxThreads: 256, Wrapped: false},
-	{Name: "loss_grad", Unit: "loss.cu", Params: 6, InlineBytes: 108, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: false},
-	{Name: "loss_finish", Unit: "loss.cu", Params: 5, InlineBytes: 36, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: false},
-	{Name: "raster_bwd_chunks", Unit: "raster_bwd.cu", Params: 5, InlineBytes: 36, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: false},
-	{Name: "raster_bwd_ewa", Unit: "raster_bwd.cu", Params: 26, InlineBytes: 244, SharedBytes: 0, Block: 0, MaxThreads: 256, Wrapped: false},
-	{Name: "raster_bwd_ray", Unit: "raster_bwd.cu", Params: 26, InlineBytes: 244, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: false},
-	{Name: "project_bwd", Unit: "project_bwd.cu", Params: 17, InlineBytes: 264, SharedBytes: 0, Block: 0, MaxThreads: 128, Wrapped: false},
-	{Name: "adam_step", Unit: "adam.cu", Params: 7, InlineBytes: 176, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: false},
-	{Name: "opacity_reset", Unit: "adam.cu", Params: 3, InlineBytes: 16, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: false},
+	{Name: "raster_fwd_ewa", Unit: "raster_fwd.cu", Params: 16, InlineBytes: 168, SharedBytes: 12296, Block: 0, MaxThreads: 0, Wrapped: true},
+	{Name: "raster_fwd_ray", Unit: "raster_fwd.cu", Params: 16, InlineBytes: 168, SharedBytes: 20488, Block: 0, MaxThreads: 0, Wrapped: true},
+	{Name: "loss_map", Unit: "loss.cu", Params: 9, InlineBytes: 132, SharedBytes: 24568, Block: 256, MaxThreads: 256, Wrapped: true},
+	{Name: "loss_grad", Unit: "loss.cu", Params: 6, InlineBytes: 108, SharedBytes: 29364, Block: 256, MaxThreads: 0, Wrapped: true},
+	{Name: "loss_finish", Unit: "loss.cu", Params: 5, InlineBytes: 36, SharedBytes: 6144, Block: 256, MaxThreads: 0, Wrapped: true},
+	{Name: "raster_bwd_chunks", Unit: "raster_bwd.cu", Params: 5, InlineBytes: 36, SharedBytes: 32, Block: 256, MaxThreads: 0, Wrapped: true},
+	{Name: "raster_bwd_ewa", Unit: "raster_bwd.cu", Params: 26, InlineBytes: 244, SharedBytes: 7424, Block: 0, MaxThreads: 256, Wrapped: true},
+	{Name: "raster_bwd_ray", Unit: "raster_bwd.cu", Params: 26, InlineBytes: 244, SharedBytes: 9472, Block: 0, MaxThreads: 0, Wrapped: true},
+	{Name: "project_bwd", Unit: "project_bwd.cu", Params: 17, InlineBytes: 264, SharedBytes: 25088, Block: 0, MaxThreads: 128, Wrapped: true},
+	{Name: "adam_step", Unit: "adam.cu", Params: 7, InlineBytes: 176, SharedBytes: 72, Block: 256, MaxThreads: 0, Wrapped: true},
+	{Name: "opacity_reset", Unit: "adam.cu", Params: 3, InlineBytes: 16, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: true},
 	{Name: "gather_rows", Unit: "edit.cu", Params: 7, InlineBytes: 40, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: true},
 	{Name: "ceiling_copy", Unit: "ceiling.cu", Params: 3, InlineBytes: 20, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: true},
 	{Name: "ceiling_fma", Unit: "ceiling.cu", Params: 4, InlineBytes: 20, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: true},

@@ -51,7 +51,41 @@ func (d *decl) abiHeader() []byte {
 		// Offsets are not asserted: NVRTC rejects __builtin_offsetof in constant expressions. With
 		// every member at its natural alignment, the size check catches a wrong member type.
 	}
+	d.metalCopies(p)
 	return b.Bytes()
+}
+
+// metalCopies writes, for the Metal backend, rlx_copy overloads that copy each struct out of
+// the constant address space member by member. The entry wrappers receive by-value structs
+// as constant references and copy them into the thread's argument struct; an implicit copy
+// constructor across address spaces is a language extension that OpenCL C++ (the Linux
+// check of the MSL text) lacks, whereas scalar member copies are plain C++ in both.
+func (d *decl) metalCopies(p func(string, ...any)) {
+	p("\n#if defined(%s)\n", macroMetal)
+	p("// rlx_copy(s) is s copied out of the constant address space, member by member.\n")
+	for _, name := range d.order {
+		l := d.structs[name]
+		if l.s.InUnit {
+			continue
+		}
+		p("DEVICE %s rlx_copy(constant %s& s)\n{\n    %s r;\n", name, name, name)
+		for _, f := range l.s.Fields {
+			v := "s." + f.Name
+			if f.Len > 0 {
+				v += "[i]"
+			}
+			if scalarSize(f.Type) == 0 {
+				v = "rlx_copy(" + v + ")"
+			}
+			if f.Len > 0 {
+				p("    for (int i = 0; i < %d; i++) r.%s[i] = %s;\n", f.Len, f.Name, v)
+			} else {
+				p("    r.%s = %s;\n", f.Name, v)
+			}
+		}
+		p("    return r;\n}\n")
+	}
+	p("#endif\n")
 }
 
 // Backend macros: each prelude defines one.
@@ -68,8 +102,9 @@ func (d *decl) entries(u spec.Unit) []byte {
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	p("// %s\n//\n", header)
 	p("// The entry points of %s.cu. Each backend's wrapper (picked by the prelude's backend macro)\n", u.Name)
-	p("// builds the thread's Thr and the argument struct, declares the block-shared arrays and calls\n")
-	p("// NAME_body, which the unit defines. Include after the prelude and abi.h, before the bodies.\n")
+	p("// builds the thread's Thr and the argument struct, declares the block-shared variables and\n")
+	p("// calls NAME_body, which the unit defines. Include after the prelude, abi.h and the headers\n")
+	p("// declaring the shared variables' types, before the bodies.\n")
 	p("#pragma once\n")
 	done := map[string]bool{}
 	for _, k := range u.Kernels {
@@ -88,6 +123,21 @@ func (d *decl) entries(u spec.Unit) []byte {
 	for _, k := range u.Kernels {
 		p("DEVICE void %s_body(%s);\n", k.Name, bodyParams(k))
 	}
+	// The declared sizes of the shared C types, which the budgets are computed from.
+	asserted := map[string]bool{}
+	for _, k := range u.Kernels {
+		for _, s := range k.Shared {
+			if scalarSize(s.Type) > 0 || asserted[s.Type] {
+				continue
+			}
+			if len(asserted) == 0 {
+				p("\n")
+			}
+			asserted[s.Type] = true
+			n := d.shared[s.Type]
+			p("static_assert(sizeof(%s) == %d, \"entries/%s.h: shared %s is declared as %d bytes\");\n", s.Type, n, u.Name, s.Type, n)
+		}
+	}
 
 	p("\n#if defined(%s)\n", macroCUDA)
 	for _, k := range u.Kernels {
@@ -101,7 +151,7 @@ func (d *decl) entries(u spec.Unit) []byte {
 		}
 		p("\nextern \"C\" __global__ void %s%s(%s)\n{\n", bounds, k.Name, strings.Join(ps, ", "))
 		for _, s := range k.Shared {
-			p("    __shared__ %s %s[%d];\n", cType(s.Type), s.Name, s.Len)
+			p("    __shared__ %s;\n", sharedDecl(s))
 		}
 		p("    const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};\n")
 		p("    const %s_args a = {%s};\n", argsName(k), paramNames(k, ""))
@@ -132,10 +182,10 @@ func (d *decl) entries(u spec.Unit) []byte {
 		}
 		p("\n%skernel void %s(%s)\n{\n", attr, k.Name, strings.Join(ps, ",\n    "))
 		for _, s := range k.Shared {
-			p("    threadgroup %s %s[%d];\n", cType(s.Type), s.Name, s.Len)
+			p("    threadgroup %s;\n", sharedDecl(s))
 		}
 		p("    const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};\n")
-		p("    const %s_args a = {%s};\n", argsName(k), paramNames(k, ""))
+		p("    const %s_args a = {%s};\n", argsName(k), d.metalArgs(k))
 		p("    %s_body(%s);\n}\n", k.Name, bodyArgs(k))
 	}
 
@@ -149,7 +199,7 @@ func (d *decl) entries(u spec.Unit) []byte {
 		p("    const %s_args a = {%s};\n", argsName(k), strings.Join(vals, ", "))
 		p("    emu::launch_body(dims, [&](Thr th) {\n")
 		for _, s := range k.Shared {
-			p("        static %s %s[%d];\n", cType(s.Type), s.Name, s.Len)
+			p("        static %s;\n", sharedDecl(s))
 		}
 		p("        %s_body(%s);\n    });\n}\n", k.Name, bodyArgs(k))
 	}
@@ -173,9 +223,21 @@ func cArgType(q spec.Param) string {
 func bodyParams(k spec.Kernel) string {
 	ps := []string{"Thr th", argsName(k) + "_args a"}
 	for _, s := range k.Shared {
-		ps = append(ps, "SPTR "+cType(s.Type)+"* "+s.Name)
+		if s.Len > 0 {
+			ps = append(ps, "SPTR "+cType(s.Type)+"* "+s.Name)
+		} else {
+			ps = append(ps, "SPTR "+cType(s.Type)+"& "+s.Name)
+		}
 	}
 	return strings.Join(ps, ", ")
+}
+
+// sharedDecl declares a block-shared variable (without its address-space word).
+func sharedDecl(s spec.Shared) string {
+	if s.Len > 0 {
+		return fmt.Sprintf("%s %s[%d]", cType(s.Type), s.Name, s.Len)
+	}
+	return cType(s.Type) + " " + s.Name
 }
 
 func bodyArgs(k spec.Kernel) string {
@@ -192,4 +254,18 @@ func paramNames(k spec.Kernel, prefix string) string {
 		ns = append(ns, prefix+q.Name)
 	}
 	return strings.Join(ns, ", ")
+}
+
+// metalArgs initialises the argument struct in a Metal wrapper: by-value structs through
+// rlx_copy (abi.h), all else as it comes.
+func (d *decl) metalArgs(k spec.Kernel) string {
+	var vs []string
+	for _, q := range k.Params {
+		if q.Kind == spec.ByValue && !d.structs[q.Type].s.InUnit {
+			vs = append(vs, "rlx_copy("+q.Name+")")
+		} else {
+			vs = append(vs, q.Name)
+		}
+	}
+	return strings.Join(vs, ", ")
 }

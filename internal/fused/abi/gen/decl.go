@@ -12,7 +12,8 @@ import (
 // decl is the checked declaration: every struct's layout computed once.
 type decl struct {
 	structs map[string]*layout
-	order   []string // struct names in declaration order
+	order   []string       // struct names in declaration order
+	shared  map[string]int // spec.SharedTypes: bytes by C type
 }
 
 // layout is a struct's C layout: each field's byte offset, the size and alignment.
@@ -41,6 +42,9 @@ func newDecl() (*decl, error) {
 		if err := d.addStruct(s); err != nil {
 			return nil, err
 		}
+	}
+	if err := d.addSharedTypes(spec.SharedTypes); err != nil {
+		return nil, err
 	}
 	if err := checkConsts(); err != nil {
 		return nil, err
@@ -118,6 +122,10 @@ const maxBlockThreads = 1024
 func (d *decl) checkUnits() error {
 	kernels := map[string]bool{}
 	args := map[string][]spec.Param{}
+	goConsts := map[string]bool{}
+	for _, c := range spec.Consts {
+		goConsts[c.Go] = true
+	}
 	for _, u := range spec.Units {
 		if !isIdent(u.Name) || u.Set == "" || !unicode.IsUpper(rune(u.Set[0])) {
 			return fmt.Errorf("unit %q: needs an identifier name and an exported Set", u.Name)
@@ -140,6 +148,9 @@ func (d *decl) checkUnits() error {
 			if k.Block > 0 && k.MaxThreads > 0 && k.Block > k.MaxThreads {
 				return fmt.Errorf("%s: block %d exceeds its launch bound %d", where, k.Block, k.MaxThreads)
 			}
+			if k.Block > 0 && goConsts[blockConst(k)] {
+				return fmt.Errorf("%s: its block-size constant %s is also a layout constant's name", where, blockConst(k))
+			}
 			names := map[string]bool{}
 			for _, p := range k.Params {
 				if err := d.checkParam(p); err != nil {
@@ -151,8 +162,11 @@ func (d *decl) checkUnits() error {
 				names[p.Name] = true
 			}
 			for _, s := range k.Shared {
-				if !isIdent(s.Name) || names[s.Name] || scalarSize(s.Type) == 0 || s.Len <= 0 {
-					return fmt.Errorf("%s: shared array %s %s[%d]: want a fresh name, a scalar type and a length", where, s.Type, s.Name, s.Len)
+				if !isIdent(s.Name) || names[s.Name] {
+					return fmt.Errorf("%s: shared %s %s: not a fresh identifier", where, s.Type, s.Name)
+				}
+				if err := d.checkShared(s); err != nil {
+					return fmt.Errorf("%s: shared %s: %w", where, s.Name, err)
 				}
 				names[s.Name] = true
 			}
@@ -200,13 +214,73 @@ func argsName(k spec.Kernel) string {
 	return k.Name
 }
 
-// sharedBytes is the block-shared memory a kernel's wrapper declares.
-func sharedBytes(k spec.Kernel) int {
+// checkShared checks one block-shared variable's type and length.
+func (d *decl) checkShared(s spec.Shared) error {
+	if s.Len < 0 {
+		return fmt.Errorf("length %d", s.Len)
+	}
+	if scalarSize(s.Type) == 0 && d.shared[s.Type] == 0 {
+		return fmt.Errorf("type %q: neither a scalar nor one of spec.SharedTypes", s.Type)
+	}
+	return nil
+}
+
+// addSharedTypes checks and records the shared types (spec.SharedTypes).
+func (d *decl) addSharedTypes(types []spec.SharedType) error {
+	d.shared = map[string]int{}
+	for _, t := range types {
+		if !isCType(t.C) || scalarSize(t.C) > 0 {
+			return fmt.Errorf("shared type %q: not a C type name (an identifier, template arguments)", t.C)
+		}
+		if d.shared[t.C] != 0 {
+			return fmt.Errorf("shared type %s declared twice", t.C)
+		}
+		if t.Bytes <= 0 {
+			return fmt.Errorf("shared type %s: %d bytes", t.C, t.Bytes)
+		}
+		d.shared[t.C] = t.Bytes
+	}
+	return nil
+}
+
+// elemBytes is the size of one element of a block-shared variable.
+func (d *decl) elemBytes(s spec.Shared) int {
+	if n := scalarSize(s.Type); n > 0 {
+		return n
+	}
+	return d.shared[s.Type]
+}
+
+// sharedBytes is the block-shared memory a kernel's wrapper declares (each variable's bytes,
+// alignment padding between them left out: at most a few bytes, which the PTX budget test in
+// shaders/ counts).
+func (d *decl) sharedBytes(k spec.Kernel) int {
 	n := 0
 	for _, s := range k.Shared {
-		n += scalarSize(s.Type) * s.Len
+		n += d.elemBytes(s) * max(s.Len, 1)
 	}
 	return n
+}
+
+// isCType accepts a C type name as the spec may write one: an identifier, optionally with
+// template arguments made of identifiers, numbers, commas and spaces ("Staged<true, CHUNK>").
+func isCType(t string) bool {
+	name, targs, tmpl := strings.Cut(t, "<")
+	if !isIdent(name) {
+		return false
+	}
+	if !tmpl {
+		return true
+	}
+	if !strings.HasSuffix(targs, ">") || len(targs) < 2 {
+		return false
+	}
+	for _, r := range targs[:len(targs)-1] {
+		if !(r == '_' || r == ',' || r == ' ' || (r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r)))) {
+			return false
+		}
+	}
+	return true
 }
 
 func isIdent(s string) bool {

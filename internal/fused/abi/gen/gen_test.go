@@ -150,9 +150,68 @@ func TestSpecBudgets(t *testing.T) {
 			if inline > 4096 {
 				t.Errorf("%s: %d inline bytes, Metal's setBytes takes at most 4096", k.Name, inline)
 			}
-			if over := sharedBytes(k) > 32<<10; over != overShared[k.Name] {
-				t.Errorf("%s: %d bytes of block-shared memory (Metal allows 32 KB); listed as over: %v", k.Name, sharedBytes(k), overShared[k.Name])
+			if over := d.sharedBytes(k) > 32<<10; over != overShared[k.Name] {
+				t.Errorf("%s: %d bytes of block-shared memory (Metal allows 32 KB); listed as over: %v", k.Name, d.sharedBytes(k), overShared[k.Name])
 			}
+		}
+	}
+}
+
+// TestSharedDeclarations checks block-shared variables of struct and template types: sizes
+// given once (and asserted in the generated C), malformed ones refused.
+func TestSharedDeclarations(t *testing.T) {
+	d := &decl{structs: map[string]*layout{}}
+	for _, c := range []struct {
+		name  string
+		types []spec.SharedType
+		want  string
+	}{
+		{"not a type", []spec.SharedType{{C: "Staged<true", Bytes: 16}}, "not a C type"},
+		{"operator", []spec.SharedType{{C: "Staged<1+1>", Bytes: 16}}, "not a C type"},
+		{"scalar", []spec.SharedType{{C: spec.U32, Bytes: 4}}, "not a C type"},
+		{"no size", []spec.SharedType{{C: "Staged<true>", Bytes: 0}}, "bytes"},
+		{"twice", []spec.SharedType{{C: "S", Bytes: 4}, {C: "S", Bytes: 4}}, "twice"},
+	} {
+		err := d.addSharedTypes(c.types)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want one containing %q", c.name, err, c.want)
+		}
+	}
+	if err := d.addSharedTypes([]spec.SharedType{{C: "Staged<true, CHUNK>", Bytes: 5120}, {C: "Pair", Bytes: 8}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		s    spec.Shared
+		want string // "" for a valid declaration
+	}{
+		{"template type", spec.Shared{Name: "s", Type: "Staged<true, CHUNK>", Len: 0}, ""},
+		{"struct array", spec.Shared{Name: "p", Type: "Pair", Len: 4}, ""},
+		{"one scalar", spec.Shared{Name: "alive", Type: spec.U32, Len: 0}, ""},
+		{"undeclared type", spec.Shared{Name: "s", Type: "Staged<false, CHUNK>", Len: 0}, "neither a scalar"},
+		{"negative length", spec.Shared{Name: "h", Type: spec.U32, Len: -1}, "length"},
+	} {
+		err := d.checkShared(c.s)
+		if (err == nil) != (c.want == "") || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: err = %v, want %q", c.name, err, c.want)
+		}
+	}
+	k := spec.Kernel{Name: "k", Shared: []spec.Shared{{Name: "s", Type: "Staged<true, CHUNK>", Len: 0}, {Name: "p", Type: "Pair", Len: 4}, {Name: "alive", Type: spec.U32, Len: 0}, {Name: "h", Type: spec.U16, Len: 3}}}
+	if got, want := d.sharedBytes(k), 5120+8*4+4+2*3; got != want {
+		t.Errorf("sharedBytes = %d, want %d", got, want)
+	}
+	src := string(d.entries(spec.Unit{Name: "u", Wrapped: true, Kernels: []spec.Kernel{k}}))
+	for _, want := range []string{
+		"DEVICE void k_body(Thr th, k_args a, SPTR Staged<true, CHUNK>& s, SPTR Pair* p, SPTR u32& alive, SPTR u16* h);",
+		`static_assert(sizeof(Staged<true, CHUNK>) == 5120, "entries/u.h: shared Staged<true, CHUNK> is declared as 5120 bytes");`,
+		`static_assert(sizeof(Pair) == 8,`,
+		"    __shared__ Staged<true, CHUNK> s;\n    __shared__ Pair p[4];\n    __shared__ u32 alive;\n",
+		"    threadgroup Staged<true, CHUNK> s;\n    threadgroup Pair p[4];\n    threadgroup u32 alive;\n",
+		"        static Staged<true, CHUNK> s;\n        static Pair p[4];\n        static u32 alive;\n",
+		"k_body(th, a, s, p, alive, h);",
+	} {
+		if !strings.Contains(src, want) {
+			t.Errorf("generated entries lack %q:\n%s", want, src)
 		}
 	}
 }

@@ -25,6 +25,16 @@ func (d *decl) goFile() ([]byte, error) {
 	}
 	p(")\n\n")
 
+	p("// Block sizes of the kernels written for exactly one (their launch methods refuse others).\nconst (\n")
+	for _, u := range spec.Units {
+		for _, k := range u.Kernels {
+			if k.Block > 0 {
+				p("\t%s = %d // %s\n", blockConst(k), k.Block, k.Name)
+			}
+		}
+	}
+	p(")\n\n")
+
 	for _, name := range d.order {
 		d.goStruct(&b, d.structs[name])
 	}
@@ -57,7 +67,7 @@ func (d *decl) goFile() ([]byte, error) {
 				inline += d.paramBytes(q)
 			}
 			p("\t{Name: %q, Unit: %q, Params: %d, InlineBytes: %d, SharedBytes: %d, Block: %d, MaxThreads: %d, Wrapped: %v},\n",
-				k.Name, u.Name+".cu", len(k.Params), inline, sharedBytes(k), k.Block, k.MaxThreads, u.Wrapped)
+				k.Name, u.Name+".cu", len(k.Params), inline, d.sharedBytes(k), k.Block, k.MaxThreads, u.Wrapped)
 		}
 	}
 	p("}\n")
@@ -214,3 +224,6 @@ func (d *decl) goSet(b *bytes.Buffer, set string) {
 		}
 	}
 }
+
+// blockConst is the Go name of a kernel's block size: scan_blocks → ScanBlocksBlock.
+func blockConst(k spec.Kernel) string { return camel(k.Name) + "Block" }

@@ -61,12 +61,23 @@ type Param struct {
 	Type string
 }
 
-// Shared is a block-shared (threadgroup) array the entry wrapper declares and passes to the
-// body: Metal allows threadgroup arrays only at kernel scope.
+// Shared is a block-shared (threadgroup) variable the entry wrapper declares and passes to the
+// body: Metal allows threadgroup variables only at kernel scope.
 type Shared struct {
 	Name string
-	Type string // a scalar type
-	Len  int
+	// Type is a scalar type or one of SharedTypes (a C type the unit declares before including
+	// its entries).
+	Type string
+	// Len > 0: an array of Len elements, passed to the body as an SPTR pointer. 0: one
+	// variable, passed as an SPTR reference.
+	Len int
+}
+
+// SharedType is a C type of block-shared variables that is not a scalar: a struct or a
+// template instance such as "Staged<false, CHUNK>", declared by the unit's headers.
+type SharedType struct {
+	C     string
+	Bytes int // sizeof: the generated wrapper asserts it, so budgets from the declaration are the compiler's
 }
 
 // Kernel is one entry point.
@@ -157,7 +168,22 @@ var Consts = []Const{
 	{"SORT_THREADS", "SortThreads", 256, true, "threads of a sort block"},
 	{"SORT_ROUNDS", "SortRounds", 12, true, "rounds of SORT_THREADS elements a sort block ranks"},
 	{"SORT_CHUNK", "SortChunk", 3072, true, "elements one sort block owns (SORT_THREADS × SORT_ROUNDS)"},
+	{"CHUNK", "ChunkEntries", chunk, true, "tile-list entries one raster_bwd block walks (raster.h: chunks and their states)"},
+	{"LOSS_TILE", "LossTile", lossTile, true, "output pixels per edge of loss.cu's square tiles, one block of 256 threads each"},
+	{"SH_BLOCK", "ShBlock", shBlock, false, "project_bwd's most threads a block: the rows of SH coefficients it stages"},
 }
+
+// Sizes the shared variables below are declared with.
+const (
+	chunk    = 64
+	lossTile = 16
+	shBlock  = 128
+	// lossPlane and lossHPX are loss.cu's PLANE and HPX: floats per staged plane of a tile's
+	// window ((LOSS_TILE + 10)² + 1) and per plane of its horizontal pass (LOSS_TILE·(LOSS_TILE + 10)).
+	lossPlane = (lossTile+10)*(lossTile+10) + 1
+	lossHPX   = lossTile * (lossTile + 10)
+	shSRow    = 49 // project_bwd.cu's SH_SROW: floats per staged row of SH coefficients
+)
 
 // Units are the kernel files and their entry points.
 var Units = []Unit{
@@ -201,34 +227,49 @@ var Units = []Unit{
 	{Name: "ranges", Set: "Engine", Wrapped: true, Kernels: []Kernel{
 		{Name: "tile_ranges", Params: []Param{in("keys", U32), in("readout", U32), sc("numTiles", U32), out("offsets", U32)}},
 	}},
-	{Name: "raster_fwd", Set: "Engine", Kernels: []Kernel{
-		{Name: "raster_fwd_ewa", Args: "raster_fwd", Params: rasterFwdParams},
-		{Name: "raster_fwd_ray", Args: "raster_fwd", Params: rasterFwdParams},
+	{Name: "raster_fwd", Set: "Engine", Wrapped: true, Kernels: []Kernel{
+		{Name: "raster_fwd_ewa", Args: "raster_fwd", Params: rasterFwdParams,
+			Shared: []Shared{{"s", "Staged<false>", 0}, {"alive", U32, 0}, {"longest", U32, 0}}},
+		{Name: "raster_fwd_ray", Args: "raster_fwd", Params: rasterFwdParams,
+			Shared: []Shared{{"s", "Staged<true>", 0}, {"alive", U32, 0}, {"longest", U32, 0}}},
 	}},
-	{Name: "loss", Set: "Engine", Kernels: []Kernel{
+	{Name: "loss", Set: "Engine", Wrapped: true, Kernels: []Kernel{
+		// loss_map's bounds: 3 blocks an SM rather than 2 (96 registers): 0.056 → 0.050 ms at
+		// 799×532 on the H200.
 		{Name: "loss_map", Params: []Param{val("lp", "LossP"), in("readout", U32), in("img", F32), in("target", F32),
 			out("grad", F32), out("dmap", F32), out("partAbs", F32), out("partSq", F32), out("partSsim", F32)},
-			MaxThreads: 256, MinBlocks: 3},
+			Block: 256, MaxThreads: 256, MinBlocks: 3, Shared: []Shared{{"sIn", F32, 6 * lossPlane}, {"sH", F32, 5 * lossHPX}}},
 		{Name: "loss_grad", Params: []Param{val("lp", "LossP"), in("readout", U32), in("dmap", F32), in("img", F32),
-			in("target", F32), out("grad", F32)}},
+			in("target", F32), out("grad", F32)},
+			Block: 256, Shared: []Shared{{"sD", F32, 9 * lossPlane}, {"sHd", F32, 3 * lossHPX}}},
 		{Name: "loss_finish", Params: []Param{in("partAbs", F32), in("partSq", F32), in("partSsim", F32), sc("blocks", U32),
-			out("readout", U32)}},
+			out("readout", U32)}, Block: 256, Shared: []Shared{{"s", F32, 1536}}},
 	}},
-	{Name: "raster_bwd", Set: "Engine", Kernels: []Kernel{
+	{Name: "raster_bwd", Set: "Engine", Wrapped: true, Kernels: []Kernel{
 		{Name: "raster_bwd_chunks", Params: []Param{in("readout", U32), in("tileWalk", U32), sc("numTiles", U32),
-			out("chunkStart", U32), out("chunkTile", U32)}},
-		{Name: "raster_bwd_ewa", Args: "raster_bwd", Params: rasterBwdParams, MaxThreads: 256, MinBlocks: 6},
-		{Name: "raster_bwd_ray", Args: "raster_bwd", Params: rasterBwdParams},
+			out("chunkStart", U32), out("chunkTile", U32)}, Block: 256, Shared: []Shared{{"warpTot", U32, 8}}},
+		// raster_bwd_ewa's bounds: 6 blocks an SM at 40 registers (8 bytes spilled) instead of 4
+		// at the 56 the compiler takes unbounded; on a trained 901k-splat bonsai the kernel went
+		// from 0.652 to 0.598 ms, at 1M random splats it stayed within 0.01 ms.
+		{Name: "raster_bwd_ewa", Args: "raster_bwd", Params: rasterBwdParams, MaxThreads: 256, MinBlocks: 6,
+			Shared: rasterBwdShared("Staged<false, CHUNK>")},
+		{Name: "raster_bwd_ray", Args: "raster_bwd", Params: rasterBwdParams,
+			Shared: rasterBwdShared("Staged<true, CHUNK>")},
 	}},
-	{Name: "project_bwd", Set: "Engine", Kernels: []Kernel{
+	{Name: "project_bwd", Set: "Engine", Wrapped: true, Kernels: []Kernel{
+		// project_bwd's bounds: 6 blocks of 128 an SM rather than the 4 that 128 registers a
+		// thread allow: on the H200 at 1M splats, 0.48 → 0.43 ms, although the cap spills (bench
+		// --kernels: 80 registers, 160 bytes of local memory); 5 blocks gave 0.43 ms too. The
+		// block is at most SH_BLOCK threads: the rows of sSh.
 		{Name: "project_bwd", Params: []Param{val("cam", "Cam"), in("readout", U32), in("params", F32), in("valid", U32),
 			in("radius", F32), in("gColor", F32), in("gOpacity", F32), in("gMean2d", F32), in("gConic", F32),
 			in("gRayU", F32), in("gRayA", F32), out("grads", F32), out("grad2d", F32), sc("accumulate", U32),
-			out("statAccum", F32), out("statCount", U32), out("statMaxRadius", F32)}, MaxThreads: 128, MinBlocks: 6},
+			out("statAccum", F32), out("statCount", U32), out("statMaxRadius", F32)}, MaxThreads: shBlock, MinBlocks: 6,
+			Shared: []Shared{{"sSh", F32, shBlock * shSRow}}},
 	}},
-	{Name: "adam", Set: "Engine", Kernels: []Kernel{
+	{Name: "adam", Set: "Engine", Wrapped: true, Kernels: []Kernel{
 		{Name: "adam_step", Params: []Param{val("ap", "AdamP"), out("readout", U32), out("params", F32), in("grads", F32),
-			out("m", F32), out("v", F32), in("valid", U32)}},
+			out("m", F32), out("v", F32), in("valid", U32)}, Block: 256, Shared: []Shared{{"gtab", F32, 6 * 3}}},
 		{Name: "opacity_reset", Params: []Param{out("params", F32), sc("n", U32), sc("maxLogit", F32)}},
 	}},
 	{Name: "edit", Set: "Engine", Wrapped: true, Kernels: []Kernel{
@@ -250,3 +291,18 @@ var rasterBwdParams = []Param{val("rp", "Raster"), in("readout", U32), sc("numTi
 	in("rayA", F32), in("rays", F32), in("finalT", F32), in("count", U32), in("image", F32), in("tileWalk", U32),
 	in("chunkState", F32), in("chunkStart", U32), in("chunkTile", U32), in("dImage", F32), out("gColor", F32),
 	out("gOpacity", F32), out("gMean2d", F32), out("gConic", F32), out("gRayU", F32), out("gRayA", F32)}
+
+// rasterBwdShared is what a raster_bwd block stages: one chunk's splats (s, a Staged of the
+// model's packets), their ids, and their gradient sums (16 values a splat at most).
+func rasterBwdShared(staged string) []Shared {
+	return []Shared{{"s", staged, 0}, {"sId", U32, chunk}, {"sGrad", F32, chunk * 16}}
+}
+
+// SharedTypes are the non-scalar types of block-shared variables: raster.h's Staged<RAY, N>,
+// N splats of 3 (EWA) or 5 (ray) 16-byte packets, N = BATCH (256) by default.
+var SharedTypes = []SharedType{
+	{"Staged<false>", 256 * 3 * 16},
+	{"Staged<true>", 256 * 5 * 16},
+	{"Staged<false, CHUNK>", chunk * 3 * 16},
+	{"Staged<true, CHUNK>", chunk * 5 * 16},
+}
