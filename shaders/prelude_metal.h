@@ -36,8 +36,17 @@ typedef ulong u64;
 #define BOUNDS(threads, blocks)
 #define DEVICE static inline
 #define GPTR device
+// SHARED declares a threadgroup array at kernel scope (the generated wrappers declare every one
+// through it), SPTR qualifies pointers and references to one. A host build of this very text
+// (internal/gpu/metal/mslhost, whose <metal_stdlib> is shaders/metal_host.h) maps the two
+// before this file, to one instance per threadgroup and no qualifier; Apple's compiler sees
+// Metal's word.
+#ifndef SHARED
 #define SHARED threadgroup
+#endif
+#ifndef SPTR
 #define SPTR threadgroup
+#endif
 
 // BARRIER orders threadgroup and device memory, as CUDA's __syncthreads does: bodies verified
 // under __syncthreads may read, after a barrier, device words another thread of the block wrote

@@ -58,7 +58,7 @@ kernel void adam_step(constant AdamP& ap [[buffer(0)]],
     uint rlx_lane [[thread_index_in_simdgroup]],
     uint rlx_warp [[simdgroup_index_in_threadgroup]])
 {
-    threadgroup float gtab[18];
+    SHARED float gtab[18];
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
     const adam_step_args a = {rlx_copy(ap), readout, params, grads, m, v, valid};
     adam_step_body(th, a, gtab);

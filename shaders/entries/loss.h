@@ -85,8 +85,8 @@ extern "C" __global__ void loss_finish(const GPTR float* partAbs, const GPTR flo
     uint rlx_lane [[thread_index_in_simdgroup]],
     uint rlx_warp [[simdgroup_index_in_threadgroup]])
 {
-    threadgroup float sIn[4062];
-    threadgroup float sH[2080];
+    SHARED float sIn[4062];
+    SHARED float sH[2080];
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
     const loss_map_args a = {rlx_copy(lp), readout, img, target, grad, dmap, partAbs, partSq, partSsim};
     loss_map_body(th, a, sIn, sH);
@@ -105,8 +105,8 @@ kernel void loss_grad(constant LossP& lp [[buffer(0)]],
     uint rlx_lane [[thread_index_in_simdgroup]],
     uint rlx_warp [[simdgroup_index_in_threadgroup]])
 {
-    threadgroup float sD[6093];
-    threadgroup float sHd[1248];
+    SHARED float sD[6093];
+    SHARED float sHd[1248];
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
     const loss_grad_args a = {rlx_copy(lp), readout, dmap, img, target, grad};
     loss_grad_body(th, a, sD, sHd);
@@ -124,7 +124,7 @@ kernel void loss_finish(device const float* partAbs [[buffer(0)]],
     uint rlx_lane [[thread_index_in_simdgroup]],
     uint rlx_warp [[simdgroup_index_in_threadgroup]])
 {
-    threadgroup float s[1536];
+    SHARED float s[1536];
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
     const loss_finish_args a = {partAbs, partSq, partSsim, blocks, readout};
     loss_finish_body(th, a, s);

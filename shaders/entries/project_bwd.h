@@ -64,7 +64,7 @@ extern "C" __global__ void __launch_bounds__(128, 6) project_bwd(Cam cam, const 
     uint rlx_lane [[thread_index_in_simdgroup]],
     uint rlx_warp [[simdgroup_index_in_threadgroup]])
 {
-    threadgroup float sSh[6272];
+    SHARED float sSh[6272];
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
     const project_bwd_args a = {rlx_copy(cam), readout, params, valid, radius, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA, grads, grad2d, accumulate, statAccum, statCount, statMaxRadius};
     project_bwd_body(th, a, sSh);

@@ -94,7 +94,7 @@ kernel void raster_bwd_chunks(device const u32* readout [[buffer(0)]],
     uint rlx_lane [[thread_index_in_simdgroup]],
     uint rlx_warp [[simdgroup_index_in_threadgroup]])
 {
-    threadgroup u32 warpTot[8];
+    SHARED u32 warpTot[8];
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
     const raster_bwd_chunks_args a = {readout, tileWalk, numTiles, chunkStart, chunkTile};
     raster_bwd_chunks_body(th, a, warpTot);
@@ -133,9 +133,9 @@ kernel void raster_bwd_chunks(device const u32* readout [[buffer(0)]],
     uint rlx_lane [[thread_index_in_simdgroup]],
     uint rlx_warp [[simdgroup_index_in_threadgroup]])
 {
-    threadgroup Staged<false, CHUNK> s;
-    threadgroup u32 sId[64];
-    threadgroup float sGrad[1024];
+    SHARED Staged<false, CHUNK> s;
+    SHARED u32 sId[64];
+    SHARED float sGrad[1024];
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
     const raster_bwd_args a = {rlx_copy(rp), readout, numTiles, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, finalT, count, image, tileWalk, chunkState, chunkStart, chunkTile, dImage, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA};
     raster_bwd_ewa_body(th, a, s, sId, sGrad);
@@ -174,9 +174,9 @@ kernel void raster_bwd_ray(constant Raster& rp [[buffer(0)]],
     uint rlx_lane [[thread_index_in_simdgroup]],
     uint rlx_warp [[simdgroup_index_in_threadgroup]])
 {
-    threadgroup Staged<true, CHUNK> s;
-    threadgroup u32 sId[64];
-    threadgroup float sGrad[1024];
+    SHARED Staged<true, CHUNK> s;
+    SHARED u32 sId[64];
+    SHARED float sGrad[1024];
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
     const raster_bwd_args a = {rlx_copy(rp), readout, numTiles, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, finalT, count, image, tileWalk, chunkState, chunkStart, chunkTile, dImage, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA};
     raster_bwd_ray_body(th, a, s, sId, sGrad);

@@ -78,9 +78,9 @@ kernel void raster_fwd_ewa(constant Raster& rp [[buffer(0)]],
     uint rlx_lane [[thread_index_in_simdgroup]],
     uint rlx_warp [[simdgroup_index_in_threadgroup]])
 {
-    threadgroup Staged<false> s;
-    threadgroup u32 alive;
-    threadgroup u32 longest;
+    SHARED Staged<false> s;
+    SHARED u32 alive;
+    SHARED u32 longest;
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
     const raster_fwd_args a = {rlx_copy(rp), readout, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image, finalT, count, tileWalk, chunkState};
     raster_fwd_ewa_body(th, a, s, alive, longest);
@@ -109,9 +109,9 @@ kernel void raster_fwd_ray(constant Raster& rp [[buffer(0)]],
     uint rlx_lane [[thread_index_in_simdgroup]],
     uint rlx_warp [[simdgroup_index_in_threadgroup]])
 {
-    threadgroup Staged<true> s;
-    threadgroup u32 alive;
-    threadgroup u32 longest;
+    SHARED Staged<true> s;
+    SHARED u32 alive;
+    SHARED u32 longest;
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
     const raster_fwd_args a = {rlx_copy(rp), readout, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image, finalT, count, tileWalk, chunkState};
     raster_fwd_ray_body(th, a, s, alive, longest);

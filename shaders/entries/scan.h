@@ -67,7 +67,7 @@ kernel void scan_blocks(device const u32* in [[buffer(0)]],
     uint rlx_lane [[thread_index_in_simdgroup]],
     uint rlx_warp [[simdgroup_index_in_threadgroup]])
 {
-    threadgroup u32 warpTot[8];
+    SHARED u32 warpTot[8];
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
     const scan_blocks_args a = {in, out, n, blockSums};
     scan_blocks_body(th, a, warpTot);
@@ -98,7 +98,7 @@ kernel void scan_add_sums(device u32* out [[buffer(0)]],
     uint rlx_lane [[thread_index_in_simdgroup]],
     uint rlx_warp [[simdgroup_index_in_threadgroup]])
 {
-    threadgroup u32 warpTot[8];
+    SHARED u32 warpTot[8];
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
     const scan_add_sums_args a = {out, n, blockSums};
     scan_add_sums_body(th, a, warpTot);

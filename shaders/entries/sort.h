@@ -67,7 +67,7 @@ kernel void sort_hist(device const u32* keys [[buffer(0)]],
     uint rlx_lane [[thread_index_in_simdgroup]],
     uint rlx_warp [[simdgroup_index_in_threadgroup]])
 {
-    threadgroup u32 h[256];
+    SHARED u32 h[256];
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
     const sort_hist_args a = {keys, readout, count, shift, nb, hist};
     sort_hist_body(th, a, h);
@@ -89,11 +89,11 @@ kernel void sort_scatter(device const u32* keysIn [[buffer(0)]],
     uint rlx_lane [[thread_index_in_simdgroup]],
     uint rlx_warp [[simdgroup_index_in_threadgroup]])
 {
-    threadgroup u32 skeys[3072];
-    threadgroup u32 svals[3072];
-    threadgroup u16 wcnt[2048];
-    threadgroup u32 gdelta[256];
-    threadgroup u32 wsum[8];
+    SHARED u32 skeys[3072];
+    SHARED u32 svals[3072];
+    SHARED u16 wcnt[2048];
+    SHARED u32 gdelta[256];
+    SHARED u32 wsum[8];
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
     const sort_scatter_args a = {keysIn, valsIn, keysOut, valsOut, readout, count, shift, nb, offsets};
     sort_scatter_body(th, a, skeys, svals, wcnt, gdelta, wsum);

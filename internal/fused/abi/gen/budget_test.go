@@ -35,7 +35,13 @@ func (d *decl) typeBytes(t string) (size, align int, err error) {
 	if l, ok := d.structs[t]; ok {
 		return l.size, l.align, nil
 	}
-	return 0, 0, fmt.Errorf("type %q: no size in the spec (neither a scalar nor a declared struct)", t)
+	for _, st := range spec.SharedTypes {
+		if st.C == t {
+			// The staged batches are arrays of 16-byte packets (f4), so aligned to 16.
+			return st.Bytes, 16, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("type %q: no size in the spec (neither a scalar, a declared struct nor one of spec.SharedTypes)", t)
 }
 
 // metalBudgetOf computes k's budget. Arrays are placed in declaration order, each at its
@@ -49,7 +55,7 @@ func (d *decl) metalBudgetOf(k spec.Kernel) (metalBudget, error) {
 		if err != nil {
 			return b, fmt.Errorf("%s: shared array %s: %w", k.Name, s.Name, err)
 		}
-		b.threadgroup = roundUp(b.threadgroup, align) + size*s.Len
+		b.threadgroup = roundUp(b.threadgroup, align) + size*max(s.Len, 1) // Len 0: one variable
 	}
 	b.threadgroup = roundUp(b.threadgroup, metalThreadgroupGranule)
 	for _, q := range k.Params {

@@ -182,7 +182,7 @@ func (d *decl) entries(u spec.Unit) []byte {
 		}
 		p("\n%skernel void %s(%s)\n{\n", attr, k.Name, strings.Join(ps, ",\n    "))
 		for _, s := range k.Shared {
-			p("    threadgroup %s;\n", sharedDecl(s))
+			p("    SHARED %s;\n", sharedDecl(s))
 		}
 		p("    const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};\n")
 		p("    const %s_args a = {%s};\n", argsName(k), d.metalArgs(k))

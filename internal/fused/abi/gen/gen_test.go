@@ -206,7 +206,7 @@ func TestSharedDeclarations(t *testing.T) {
 		`static_assert(sizeof(Staged<true, CHUNK>) == 5120, "entries/u.h: shared Staged<true, CHUNK> is declared as 5120 bytes");`,
 		`static_assert(sizeof(Pair) == 8,`,
 		"    __shared__ Staged<true, CHUNK> s;\n    __shared__ Pair p[4];\n    __shared__ u32 alive;\n",
-		"    threadgroup Staged<true, CHUNK> s;\n    threadgroup Pair p[4];\n    threadgroup u32 alive;\n",
+		"    SHARED Staged<true, CHUNK> s;\n    SHARED Pair p[4];\n    SHARED u32 alive;\n",
 		"        static Staged<true, CHUNK> s;\n        static Pair p[4];\n        static u32 alive;\n",
 		"k_body(th, a, s, p, alive, h);",
 	} {
