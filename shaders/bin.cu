@@ -1,7 +1,7 @@
 // bin.cu — design.md §5 step 2 on the device: for every valid splat, the tiles its footprint
 // reaches (internal/prep/bin.go's Emit is the CPU twin), emitted in depth order as u32 tile
 // keys with splat-id values, for sort.cu's stable tile pass. Modes: conic = 1 (gpu-conic)
-// keeps a tile only when prep's exact TileHit test passes; conic = 0 (gpu-radius-aabb) keeps
+// keeps a tile only when prep's TileHit test passes; conic = 0 (gpu-radius-aabb) keeps
 // every tile of the rect.
 //
 // The host runs: bin_count, bin_count_big, a scan of the valid flags, bin_compact, sort.cu
@@ -12,7 +12,7 @@
 //   flags[n] = 0. A splat whose box has more than bigArea tiles is queued in bigList
 //   (readout[RO_BIG] of them, in no particular order) for bin_count_big, a warp per splat; the
 //   others' hits are kept as a bit mask (bit k: tile k of the box, row-major; bigArea ≤ 32),
-//   so that bin_emit need not test the tiles again (the exact test is float64 arithmetic).
+//   so that bin_emit need not test the tiles again (the tile test is the costly part).
 //   A queued splat also reserves ⌈area/32⌉ words of bigBits for its hits (readout[RO_BIGBITS]
 //   counts the words asked for): bigOff[b] is where queue entry b's start, or NO_BITS when
 //   they do not fit in bitsCap words; bin_emit_big then tests that splat's tiles again (the
@@ -43,35 +43,50 @@
 #include "common.h"
 #include "readout.h"
 
+// abs_f32 is prep's absF (|−0| stays −0, which no comparison below can tell apart).
+DEVICE float abs_f32(float x) { return x < 0.0f ? -x : x; }
+
 // tile_hit is prep.TileHit: does (p−c)ᵀQ(p−c) ≤ 1 reach a pixel centre of the tile with pixel
 // columns [px0, px1) and rows [py0, py1)? It minimises the quadratic over the box of pixel
-// centres, in float64, with the CPU's operation order.
-DEVICE bool tile_hit(float cxf, float cyf, float qaf, float qbf, float qcf, int px0, int py0, int px1, int py1)
+// centres in float32, with the CPU's operation order, lowering each candidate's value by a
+// bound on its rounding error so that no tile the exact minimum reaches is dropped (the bound
+// and its derivation are with the Go twin).
+DEVICE bool tile_hit(float cx, float cy, float a, float b, float c, int px0, int py0, int px1, int py1)
 {
-    if (qaf == 0.0f && qbf == 0.0f && qcf == 0.0f) return true;
-    double x0 = (double)px0 + 0.5, x1 = (double)px1 - 0.5;
-    double y0 = (double)py0 + 0.5, y1 = (double)py1 - 0.5;
-    double cx = (double)cxf, cy = (double)cyf;
+    if (a == 0.0f && b == 0.0f && c == 0.0f) return true;
+    float x0 = (float)px0 + 0.5f, x1 = (float)px1 - 0.5f;
+    float y0 = (float)py0 + 0.5f, y1 = (float)py1 - 0.5f;
     if (cx >= x0 && cx <= x1 && cy >= y0 && cy <= y1) return true;
-    double a = (double)qaf, b = (double)qbf, c = (double)qcf;
-    double best = bits_f64(0x7ff0000000000000ull); // +Inf
-    for (int e = 0; e < 2; e++) {
-        double xe = e == 0 ? x0 : x1;
-        double dx = xe - cx;
-        double y = cy - dmul_rn(b, dx) / c;
-        y = gmind(gmaxd(y, y0), y1);
-        double dy = y - cy;
-        best = gmind(best, dmul_rn(dmul_rn(a, dx), dx) + dmul_rn(dmul_rn(dmul_rn(2.0, b), dx), dy) + dmul_rn(dmul_rn(c, dy), dy));
+    if (!(a > 0.0f) || !(c > 0.0f) || !f32_finite(b)) return true;
+    const float gamma = 1.0f / 1048576.0f, dfac = 1.0f / 2097152.0f; // 2⁻²⁰, 2⁻²¹ (exact)
+    float lowest = bits_f32(0x7f800000u); // +Inf
+    for (int e = 0; e < 4; e++) {
+        float dx, dy, slack;
+        if (e < 2) {
+            float xe = e == 0 ? x0 : x1;
+            dx = xe - cx;
+            float t = mul_rn(b, dx) / c;
+            float y = gminf(gmaxf(cy - t, y0), y1);
+            dy = y - cy;
+            float d = mul_rn(dfac, abs_f32(cy) + abs_f32(t));
+            slack = mul_rn(mul_rn(c, d), d);
+        } else {
+            float ye = e == 2 ? y0 : y1;
+            dy = ye - cy;
+            float t = mul_rn(b, dy) / a;
+            float x = gminf(gmaxf(cx - t, x0), x1);
+            dx = x - cx;
+            float d = mul_rn(dfac, abs_f32(cx) + abs_f32(t));
+            slack = mul_rn(mul_rn(a, d), d);
+        }
+        float cross = mul_rn(mul_rn(mul_rn(2.0f, b), dx), dy);
+        float q = mul_rn(mul_rn(a, dx), dx) + cross + mul_rn(mul_rn(c, dy), dy);
+        float s = mul_rn(mul_rn(a, dx), dx) + abs_f32(cross) + mul_rn(mul_rn(c, dy), dy);
+        float lo = q - (mul_rn(gamma, s) + slack);
+        if (f32_nan(lo)) return true; // overflow: no bound can be trusted
+        lowest = gminf(lowest, lo);
     }
-    for (int e = 0; e < 2; e++) {
-        double ye = e == 0 ? y0 : y1;
-        double dy = ye - cy;
-        double x = cx - dmul_rn(b, dy) / a;
-        x = gmind(gmaxd(x, x0), x1);
-        double dx = x - cx;
-        best = gmind(best, dmul_rn(dmul_rn(a, dx), dx) + dmul_rn(dmul_rn(dmul_rn(2.0, b), dx), dy) + dmul_rn(dmul_rn(c, dy), dy));
-    }
-    return best <= 1.0;
+    return lowest <= 1.0f;
 }
 
 // bigArea (a parameter; 16 in use) is the largest box, in tiles, a thread tests on its own; a

@@ -22,18 +22,40 @@
 #include "geom.h"
 #include "readout.h"
 
+// tile_index is prep's tileIndex: floor((v − 0.5)/ts) clamped to [−1, tiles], exact in float32
+// and integers for v not NaN and tiles·ts + 1 ≤ 2²³ (the proof is with the Go twin).
+DEVICE i32 tile_index(float v, i32 ts, i32 tiles)
+{
+    if (v <= -1.0f) return -1;
+    if (v >= (float)(tiles * ts + 1)) return tiles;
+    i32 g = (i32)v; // truncation toward zero
+    if (v < (float)g) g--; // floor(v)
+    if (v < (float)g + 0.5f) g--; // floor(v − 0.5)
+    i32 q = g / ts; // C division truncates; g ≥ −2, so one correction makes it floor
+    if (g < 0 && q * ts != g) q--;
+    return q < -1 ? -1 : (q > tiles ? tiles : q);
+}
+
+// box_ends_ok is prep's boxEndsOK: no end NaN, and not −∞ on one side with +∞ on another.
+DEVICE bool box_ends_ok(float v0, float v1, float v2, float v3)
+{
+    float inf = bits_f32(0x7f800000u);
+    bool pos = v0 == inf || v1 == inf || v2 == inf || v3 == inf;
+    bool neg = v0 == -inf || v1 == -inf || v2 == -inf || v3 == -inf;
+    return !f32_nan(v0) && !f32_nan(v1) && !f32_nan(v2) && !f32_nan(v3) && !(pos && neg);
+}
+
+// set_rect is prep's setRect: the tile box of the pixels whose centres lie in [m − e, m + e].
 DEVICE bool set_rect(const Cam& cam, float mx, float my, float ex, float ey, GPTR i32* rect)
 {
-    double ts = (double)cam.tileSize;
-    double tx = (double)cam.tilesX, ty = (double)cam.tilesY;
-    double fx0 = floor(((double)(mx - ex) - 0.5) / ts);
-    double fx1 = floor(((double)(mx + ex) - 0.5) / ts) + 1.0;
-    double fy0 = floor(((double)(my - ey) - 0.5) / ts);
-    double fy1 = floor(((double)(my + ey) - 0.5) / ts) + 1.0;
-    double sum = fx0 + fx1 + fy0 + fy1;
-    if (sum != sum || fx1 <= 0.0 || fy1 <= 0.0 || fx0 >= tx || fy0 >= ty) return false;
-    i32 x0 = (i32)gmaxd(fx0, 0.0), x1 = (i32)gmind(fx1, tx);
-    i32 y0 = (i32)gmaxd(fy0, 0.0), y1 = (i32)gmind(fy1, ty);
+    i32 ts = cam.tileSize, tx = cam.tilesX, ty = cam.tilesY;
+    float vx0 = mx - ex, vx1 = mx + ex, vy0 = my - ey, vy1 = my + ey;
+    if (!box_ends_ok(vx0, vx1, vy0, vy1)) return false;
+    i32 qx0 = tile_index(vx0, ts, tx), qx1 = tile_index(vx1, ts, tx);
+    i32 qy0 = tile_index(vy0, ts, ty), qy1 = tile_index(vy1, ts, ty);
+    if (qx1 < 0 || qy1 < 0 || qx0 >= tx || qy0 >= ty) return false;
+    i32 x0 = qx0 > 0 ? qx0 : 0, x1 = qx1 + 1 < tx ? qx1 + 1 : tx;
+    i32 y0 = qy0 > 0 ? qy0 : 0, y1 = qy1 + 1 < ty ? qy1 + 1 : ty;
     if (x0 >= x1 || y0 >= y1) return false;
     rect[0] = x0;
     rect[1] = y0;

@@ -276,23 +276,73 @@ func projectEWA[F splat.Float](cam *Cam[F], set *Settings, st *splatGeom[F], i i
 
 // setRect writes the tile box of a footprint centred at (mx, my) with half
 // extents (ex, ey) in pixels, and reports whether it touches the image.
-// A pixel x is covered when its centre x+0.5 lies in [mx−ex, mx+ex].
+// A pixel x is covered when its centre x+0.5 lies in [mx−ex, mx+ex], so the
+// box is the tiles floor((v − 0.5)/ts) of its ends v (tileIndex), without
+// float64: the kernel twin (project.cu's set_rect) must run where there is none.
+// A box with a NaN end, or reaching −∞ on one side and +∞ on another, touches
+// nothing.
 func setRect[F splat.Float](cam *Cam[F], ts int, mx, my, ex, ey F, i int, out *ProjectedOf[F]) bool {
 	tx, ty := cam.TilesX(ts), cam.TilesY(ts)
-	fx0 := math.Floor((float64(mx-ex) - 0.5) / float64(ts))
-	fx1 := math.Floor((float64(mx+ex)-0.5)/float64(ts)) + 1
-	fy0 := math.Floor((float64(my-ey) - 0.5) / float64(ts))
-	fy1 := math.Floor((float64(my+ey)-0.5)/float64(ts)) + 1
-	if math.IsNaN(fx0+fx1+fy0+fy1) || fx1 <= 0 || fy1 <= 0 || fx0 >= float64(tx) || fy0 >= float64(ty) {
+	vx0, vx1, vy0, vy1 := mx-ex, mx+ex, my-ey, my+ey
+	if !boxEndsOK(vx0, vx1, vy0, vy1) {
 		return false
 	}
-	x0, x1 := int32(max(fx0, 0)), int32(min(fx1, float64(tx)))
-	y0, y1 := int32(max(fy0, 0)), int32(min(fy1, float64(ty)))
+	qx0, qx1 := tileIndex(vx0, ts, tx), tileIndex(vx1, ts, tx)
+	qy0, qy1 := tileIndex(vy0, ts, ty), tileIndex(vy1, ts, ty)
+	if qx1 < 0 || qy1 < 0 || qx0 >= tx || qy0 >= ty {
+		return false
+	}
+	x0, x1 := int32(max(qx0, 0)), int32(min(qx1+1, tx))
+	y0, y1 := int32(max(qy0, 0)), int32(min(qy1+1, ty))
 	if x0 >= x1 || y0 >= y1 {
 		return false
 	}
 	out.Rect[i*4], out.Rect[i*4+1], out.Rect[i*4+2], out.Rect[i*4+3] = x0, y0, x1, y1
 	return true
+}
+
+// boxEndsOK is false when an end is NaN or the ends reach both −∞ and +∞: the
+// cases where the sum of the four tile indices, taken in real arithmetic,
+// would be undefined (the box's earlier float64 form rejected exactly these).
+func boxEndsOK[F splat.Float](v0, v1, v2, v3 F) bool {
+	inf, ninf := F(math.Inf(1)), F(math.Inf(-1))
+	pos := v0 == inf || v1 == inf || v2 == inf || v3 == inf
+	neg := v0 == ninf || v1 == ninf || v2 == ninf || v3 == ninf
+	return !isNaN(v0) && !isNaN(v1) && !isNaN(v2) && !isNaN(v3) && !(pos && neg)
+}
+
+// tileIndex is floor((v − 0.5)/ts) clamped to [−1, tiles], computed exactly
+// in F's own precision and integers (v not NaN; ts ≥ 1; tiles·ts + 1 ≤ 2²³,
+// images up to about 8 million pixels a side).
+//
+// Why it is exact: outside (−1, tiles·ts + 1) the clamp decides (v ≤ −1 gives
+// (v−0.5)/ts ≤ −1.5/ts, whose floor is ≤ −1; v ≥ tiles·ts + 1 gives a
+// quotient ≥ tiles + 0.5/ts). Inside, f = floor(v) is an integer of magnitude
+// below 2²³ (truncation, corrected by one comparison), so f and f + 0.5 are
+// exact in float32 and the comparison
+// v < f + 0.5 decides floor(v − 0.5) ∈ {f − 1, f} with no rounding; the
+// division is then integer floor division, and floor(floor(x)/ts) =
+// floor(x/ts) for a positive integer ts.
+func tileIndex[F splat.Float](v F, ts, tiles int) int {
+	if v <= -1 {
+		return -1
+	}
+	if v >= F(tiles*ts+1) {
+		return tiles
+	}
+	g := int(v) // truncation toward zero
+	if v < F(g) {
+		g-- // floor(v)
+	}
+	if v < F(g)+0.5 {
+		g-- // floor(v − 0.5)
+	}
+	// g ≥ −2 here, so floor division needs only the one correction.
+	q := g / ts
+	if g < 0 && q*ts != g {
+		q--
+	}
+	return min(max(q, -1), tiles)
 }
 
 func projectRay[F splat.Float](cam *Cam[F], set *Settings, st *splatGeom[F], i int, out *ProjectedOf[F]) bool {

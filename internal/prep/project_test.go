@@ -315,3 +315,81 @@ func rayAlpha(p *ProjectedOf[float64], i int, d [3]float64) float64 {
 	vv := v[0]*v[0] + v[1]*v[1] + v[2]*v[2]
 	return p.Opacity[i] * math.Exp(-0.5*(uu-uv*uv/vv))
 }
+
+// setRectF64 is the box in float64 division and floor, the form setRect had
+// before it had to run without float64: the reference its exactness is checked
+// against.
+func setRectF64(tilesX, tilesY, ts int, mx, my, ex, ey float32) ([4]int32, bool) {
+	fx0 := math.Floor((float64(mx-ex) - 0.5) / float64(ts))
+	fx1 := math.Floor((float64(mx+ex)-0.5)/float64(ts)) + 1
+	fy0 := math.Floor((float64(my-ey) - 0.5) / float64(ts))
+	fy1 := math.Floor((float64(my+ey)-0.5)/float64(ts)) + 1
+	if math.IsNaN(fx0+fx1+fy0+fy1) || fx1 <= 0 || fy1 <= 0 || fx0 >= float64(tilesX) || fy0 >= float64(tilesY) {
+		return [4]int32{}, false
+	}
+	x0, x1 := int32(max(fx0, 0)), int32(min(fx1, float64(tilesX)))
+	y0, y1 := int32(max(fy0, 0)), int32(min(fy1, float64(tilesY)))
+	if x0 >= x1 || y0 >= y1 {
+		return [4]int32{}, false
+	}
+	return [4]int32{x0, y0, x1, y1}, true
+}
+
+// rectEdgeValues are centres and half extents around every tile boundary
+// (k·ts + 0.5 and its float32 neighbours), the image ends, zero, huge values,
+// the infinities and NaN.
+func rectEdgeValues(ts, tiles int) []float32 {
+	inf := float32(math.Inf(1))
+	vs := []float32{0, float32(math.Copysign(0, -1)), 0.5, -0.5, 1, -1, 1e-30, -1e-30, 3.4e38, -3.4e38, 1e20, -1e20,
+		1 << 23, -(1 << 23), 1 << 24, inf, -inf, float32(math.NaN())}
+	for k := -2; k <= tiles+2; k++ {
+		b := float32(k*ts) + 0.5
+		vs = append(vs, b, math.Nextafter32(b, inf), math.Nextafter32(b, -inf), float32(k*ts), b+0.25)
+	}
+	return vs
+}
+
+// setRect's float32-and-integer box is the float64 one, decision for decision:
+// every pair of edge values as centre and half extent, and random ones, for tile
+// sizes that do and do not divide the image.
+func TestSetRectMatchesFloat64(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testSeed, 21))
+	cases := []struct{ w, h, ts int }{{64, 48, 16}, {70, 33, 16}, {50, 50, 12}, {31, 17, 1}, {1000, 700, 32}, {5, 3, 8}}
+	for _, tc := range cases {
+		cam := &Cam[float32]{W: tc.w, H: tc.h}
+		tx, ty := cam.TilesX(tc.ts), cam.TilesY(tc.ts)
+		out := NewProjected[float32](EWA, 1)
+		vs := rectEdgeValues(tc.ts, max(tx, ty))
+		checked, accepted := 0, 0
+		try := func(mx, my, ex, ey float32) {
+			want, wantOK := setRectF64(tx, ty, tc.ts, mx, my, ex, ey)
+			out.Rect[0], out.Rect[1], out.Rect[2], out.Rect[3] = -7, -7, -7, -7
+			ok := setRect(cam, tc.ts, mx, my, ex, ey, 0, out)
+			got := [4]int32(out.Rect[:4])
+			if ok != wantOK || (ok && got != want) {
+				t.Fatalf("%dx%d ts %d: setRect(%v, %v, %v, %v) = %v %v, float64 form %v %v",
+					tc.w, tc.h, tc.ts, mx, my, ex, ey, got, ok, want, wantOK)
+			}
+			checked++
+			if ok {
+				accepted++
+			}
+		}
+		for _, m := range vs {
+			for _, e := range vs {
+				try(m, m, e, e)
+				try(m, 0.5*m+1, e, 0.25*e)
+			}
+		}
+		for range 200000 {
+			mx := float32(rng.NormFloat64() * float64(tc.w))
+			my := float32(rng.NormFloat64() * float64(tc.h))
+			ex := float32(math.Abs(rng.NormFloat64()) * float64(tc.ts) * 2)
+			ey := float32(rng.ExpFloat64() * float64(tc.ts))
+			try(mx, my, ex, ey)
+		}
+		if accepted < checked/10 || accepted == checked {
+			t.Fatalf("%dx%d ts %d: %d of %d boxes accepted: the cases do not exercise both outcomes", tc.w, tc.h, tc.ts, accepted, checked)
+		}
+	}
+}
