@@ -42,6 +42,7 @@
 #include "prelude_cuda.h"
 #include "common.h"
 #include "readout.h"
+#include "entries/bin.h"
 
 // abs_f32 is prep's absF (|−0| stays −0, which no comparison below can tell apart).
 DEVICE float abs_f32(float x) { return x < 0.0f ? -x : x; }
@@ -124,110 +125,102 @@ DEVICE bool splat_tile_hit(Cam cam, const GPTR float* boundCenter, const GPTR fl
                     tx * ts, ty * ts, px1, py1);
 }
 
-KERNEL bin_count(Cam cam, const GPTR u32* valid, const GPTR float* boundCenter, const GPTR float* boundQ,
-                 const GPTR i32* rect, u32 conic, int bigArea, GPTR u32* counts, GPTR u32* readout,
-                 GPTR u32* bigList, GPTR u32* hitMask, GPTR u32* flags, GPTR u32* bigOff, u32 bitsCap)
+DEVICE void bin_count_body(Thr th, bin_count_args a)
 {
-    u32 n = (u32)cam.n;
-    u32 i = BID * BDIM + TID;
+    u32 n = (u32)a.cam.n;
+    u32 i = th.bid * th.bdim + th.tid;
     if (i > n) return;
-    if (i == n || !valid[i]) {
-        counts[i] = 0u;
-        flags[i] = 0u;
+    if (i == n || !a.valid[i]) {
+        a.counts[i] = 0u;
+        a.flags[i] = 0u;
         return;
     }
-    flags[i] = 1u;
-    int area = rect_area(rect, i);
-    if (area > bigArea) {
-        counts[i] = 0u; // bin_count_big writes it
-        u32 b = atom_add_u32(&readout[RO_BIG], 1u);
-        bigList[b] = i;
+    a.flags[i] = 1u;
+    int area = rect_area(a.rect, i);
+    if (area > a.bigArea) {
+        a.counts[i] = 0u; // bin_count_big writes it
+        u32 b = atom_add_u32(&a.readout[RO_BIG], 1u);
+        a.bigList[b] = i;
         u32 words = ((u32)area + 31u) / 32u;
-        u32 off = atom_add_u32(&readout[RO_BIGBITS], words);
-        bigOff[b] = off <= bitsCap && words <= bitsCap - off ? off : NO_BITS;
+        u32 off = atom_add_u32(&a.readout[RO_BIGBITS], words);
+        a.bigOff[b] = off <= a.bitsCap && words <= a.bitsCap - off ? off : NO_BITS;
         return;
     }
     u32 mask = 0;
     for (int k = 0; k < area; k++) {
         int tile;
-        if (splat_tile_hit(cam, boundCenter, boundQ, rect, conic, i, k, &tile)) mask |= 1u << k;
+        if (splat_tile_hit(a.cam, a.boundCenter, a.boundQ, a.rect, a.conic, i, k, &tile)) mask |= 1u << k;
     }
-    counts[i] = popc(mask);
-    hitMask[i] = mask;
+    a.counts[i] = popc(mask);
+    a.hitMask[i] = mask;
 }
 
 // bin_count_big: a grid-stride loop of warps over the readout[RO_BIG] queued splats; the lanes
 // test 32 tiles at a time and keep each round's ballot in the splat's hit bits.
-KERNEL bin_count_big(Cam cam, const GPTR float* boundCenter, const GPTR float* boundQ, const GPTR i32* rect,
-                     u32 conic, const GPTR u32* readout, const GPTR u32* bigList, GPTR u32* counts,
-                     const GPTR u32* bigOff, GPTR u32* bigBits)
+DEVICE void bin_count_big_body(Thr th, bin_count_big_args a)
 {
-    u32 big = readout[RO_BIG];
-    u32 warps = NBLOCKS * (BDIM / WARP);
-    for (u32 b = BID * (BDIM / WARP) + WARP_ID; b < big; b += warps) {
-        u32 i = bigList[b];
-        u32 off = bigOff[b];
-        int area = rect_area(rect, i);
+    u32 big = a.readout[RO_BIG];
+    u32 warps = th.nblocks * (th.bdim / WARP);
+    for (u32 b = th.bid * (th.bdim / WARP) + th.warp; b < big; b += warps) {
+        u32 i = a.bigList[b];
+        u32 off = a.bigOff[b];
+        int area = rect_area(a.rect, i);
         u32 count = 0;
         for (int k0 = 0; k0 < area; k0 += (int)WARP) {
-            int k = k0 + (int)LANE, tile;
-            bool hit = k < area && splat_tile_hit(cam, boundCenter, boundQ, rect, conic, i, k, &tile);
+            int k = k0 + (int)th.lane, tile;
+            bool hit = k < area && splat_tile_hit(a.cam, a.boundCenter, a.boundQ, a.rect, a.conic, i, k, &tile);
             u32 mask = warp_ballot(hit);
             count += popc(mask);
-            if (off != NO_BITS && LANE == 0u) bigBits[off + (u32)k0 / WARP] = mask;
+            if (off != NO_BITS && th.lane == 0u) a.bigBits[off + (u32)k0 / WARP] = mask;
         }
-        if (LANE == 0u) counts[i] = count;
+        if (th.lane == 0u) a.counts[i] = count;
     }
 }
 
-KERNEL bin_compact(const GPTR u32* valid, const GPTR float* depth, const GPTR u32* flags, u32 n, GPTR u32* dkeys,
-                   GPTR u32* order)
+DEVICE void bin_compact_body(Thr th, bin_compact_args a)
 {
-    u32 i = BID * BDIM + TID;
-    if (i >= n || !valid[i]) return;
-    u32 at = flags[i];
-    dkeys[at] = f32_bits(depth[i]);
-    order[at] = i;
+    u32 i = th.bid * th.bdim + th.tid;
+    if (i >= a.n || !a.valid[i]) return;
+    u32 at = a.flags[i];
+    a.dkeys[at] = f32_bits(a.depth[i]);
+    a.order[at] = i;
 }
 
-KERNEL bin_rank(const GPTR u32* counts, const GPTR u32* order, const GPTR u32* flags, u32 n, GPTR u32* ranked,
-                GPTR u32* rankOf)
+DEVICE void bin_rank_body(Thr th, bin_rank_args a)
 {
-    u32 r = BID * BDIM + TID;
-    if (r > n) return;
-    if (r >= flags[n]) {
-        ranked[r] = 0u;
+    u32 r = th.bid * th.bdim + th.tid;
+    if (r > a.n) return;
+    if (r >= a.flags[a.n]) {
+        a.ranked[r] = 0u;
         return;
     }
-    u32 i = order[r];
-    ranked[r] = counts[i];
-    rankOf[i] = r;
+    u32 i = a.order[r];
+    a.ranked[r] = a.counts[i];
+    a.rankOf[i] = r;
 }
 
-KERNEL bin_total(const GPTR u32* offsets, u32 n, u32 cap, const GPTR u32* prev, GPTR u32* readout)
+DEVICE void bin_total_body(Thr th, bin_total_args a)
 {
-    if (BID * BDIM + TID != 0u) return;
-    u32 total = offsets[n];
-    readout[RO_ENTRIES] = total;
-    readout[RO_ABORT] = total > cap || prev[RO_ABORT] != 0u ? 1u : 0u;
+    if (th.bid * th.bdim + th.tid != 0u) return;
+    u32 total = a.offsets[a.n];
+    a.readout[RO_ENTRIES] = total;
+    a.readout[RO_ABORT] = total > a.cap || a.prev[RO_ABORT] != 0u ? 1u : 0u;
 }
 
-KERNEL bin_emit(Cam cam, const GPTR u32* valid, const GPTR i32* rect, const GPTR u32* hitMask,
-                const GPTR u32* ranked, const GPTR u32* rankOf, int bigArea, const GPTR u32* readout,
-                GPTR u32* keys, GPTR u32* ids)
+DEVICE void bin_emit_body(Thr th, bin_emit_args a)
 {
-    if (readout[RO_ABORT]) return;
-    u32 n = (u32)cam.n;
-    u32 i = BID * BDIM + TID;
-    if (i >= n || !valid[i]) return;
-    int area = rect_area(rect, i);
-    if (area > bigArea) return; // bin_emit_big
-    u32 at = ranked[rankOf[i]];
-    int rx0 = rect[i * 4], ry0 = rect[i * 4 + 1], rw = rect[i * 4 + 2] - rx0;
-    for (u32 mask = hitMask[i]; mask != 0u; mask &= mask - 1u) {
+    if (a.readout[RO_ABORT]) return;
+    u32 n = (u32)a.cam.n;
+    u32 i = th.bid * th.bdim + th.tid;
+    if (i >= n || !a.valid[i]) return;
+    int area = rect_area(a.rect, i);
+    if (area > a.bigArea) return; // bin_emit_big
+    u32 at = a.ranked[a.rankOf[i]];
+    int rx0 = a.rect[i * 4], ry0 = a.rect[i * 4 + 1], rw = a.rect[i * 4 + 2] - rx0;
+    for (u32 mask = a.hitMask[i]; mask != 0u; mask &= mask - 1u) {
         int k = (int)popc((mask & (0u - mask)) - 1u); // the lowest set bit
-        keys[at] = (u32)((ry0 + k / rw) * cam.tilesX + rx0 + k % rw);
-        ids[at] = i;
+        a.keys[at] = (u32)((ry0 + k / rw) * a.cam.tilesX + rx0 + k % rw);
+        a.ids[at] = i;
         at++;
     }
 }
@@ -235,36 +228,33 @@ KERNEL bin_emit(Cam cam, const GPTR u32* valid, const GPTR i32* rect, const GPTR
 // bin_emit_big writes the queued splats' entries, a warp per splat: each lane's position is its
 // splat's offset plus the hits of the lower lanes and of the earlier rounds, which keeps the
 // row-major tile order of bin_emit.
-KERNEL bin_emit_big(Cam cam, const GPTR float* boundCenter, const GPTR float* boundQ, const GPTR i32* rect,
-                    u32 conic, const GPTR u32* ranked, const GPTR u32* rankOf, const GPTR u32* readout,
-                    const GPTR u32* bigList, GPTR u32* keys, GPTR u32* ids, const GPTR u32* bigOff,
-                    const GPTR u32* bigBits)
+DEVICE void bin_emit_big_body(Thr th, bin_emit_big_args a)
 {
-    if (readout[RO_ABORT]) return;
-    u32 big = readout[RO_BIG];
-    u32 warps = NBLOCKS * (BDIM / WARP);
-    u32 below = (1u << LANE) - 1u;
-    for (u32 b = BID * (BDIM / WARP) + WARP_ID; b < big; b += warps) {
-        u32 i = bigList[b];
-        u32 off = bigOff[b]; // the same for the whole warp: the branches below do not diverge
-        int area = rect_area(rect, i);
-        u32 at = ranked[rankOf[i]];
+    if (a.readout[RO_ABORT]) return;
+    u32 big = a.readout[RO_BIG];
+    u32 warps = th.nblocks * (th.bdim / WARP);
+    u32 below = (1u << th.lane) - 1u;
+    for (u32 b = th.bid * (th.bdim / WARP) + th.warp; b < big; b += warps) {
+        u32 i = a.bigList[b];
+        u32 off = a.bigOff[b]; // the same for the whole warp: the branches below do not diverge
+        int area = rect_area(a.rect, i);
+        u32 at = a.ranked[a.rankOf[i]];
         for (int k0 = 0; k0 < area; k0 += (int)WARP) {
-            int k = k0 + (int)LANE, tile = 0;
+            int k = k0 + (int)th.lane, tile = 0;
             u32 mask;
             bool hit;
             if (off != NO_BITS) {
-                mask = bigBits[off + (u32)k0 / WARP];
-                hit = ((mask >> LANE) & 1u) != 0u;
-                if (hit) tile = splat_tile(cam, rect, i, k);
+                mask = a.bigBits[off + (u32)k0 / WARP];
+                hit = ((mask >> th.lane) & 1u) != 0u;
+                if (hit) tile = splat_tile(a.cam, a.rect, i, k);
             } else {
-                hit = k < area && splat_tile_hit(cam, boundCenter, boundQ, rect, conic, i, k, &tile);
+                hit = k < area && splat_tile_hit(a.cam, a.boundCenter, a.boundQ, a.rect, a.conic, i, k, &tile);
                 mask = warp_ballot(hit);
             }
             if (hit) {
                 u32 slot = at + popc(mask & below);
-                keys[slot] = (u32)tile;
-                ids[slot] = i;
+                a.keys[slot] = (u32)tile;
+                a.ids[slot] = i;
             }
             at += popc(mask);
         }

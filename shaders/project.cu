@@ -22,6 +22,14 @@
 #include "geom.h"
 #include "readout.h"
 
+struct CamD {
+    double R[9];
+    double fx, fy, cx, cy;
+    i32 W, H;
+};
+
+#include "entries/project.h"
+
 // tile_index is prep's tileIndex: floor((v − 0.5)/ts) clamped to [−1, tiles], exact in float32
 // and integers for v not NaN and tiles·ts + 1 ≤ 2²³ (the proof is with the Go twin).
 DEVICE i32 tile_index(float v, i32 ts, i32 tiles)
@@ -228,39 +236,33 @@ DEVICE bool project_ray(const Cam& cam, const Geom& g, u32 i, const Out& o)
     return ray_footprint(cam, g, r2, i, o);
 }
 
-KERNEL project(Cam cam, const GPTR float* params, GPTR u32* valid, GPTR float* depth, GPTR float* opacity,
-               GPTR float* color, GPTR float* mean2d, GPTR float* conic, GPTR float* rayU, GPTR float* rayA,
-               GPTR float* boundCenter, GPTR float* boundQ, GPTR i32* rect, GPTR float* radius, GPTR u32* readout)
+DEVICE void project_body(Thr th, project_args a)
 {
+    const Cam& cam = a.cam;
     u32 n = (u32)cam.n;
-    u32 i = BID * BDIM + TID;
+    u32 i = th.bid * th.bdim + th.tid;
     bool ok = false;
     if (i < n) {
-        Out o = {opacity, mean2d, conic, rayU, rayA, boundCenter, boundQ, rect, radius};
+        Out o = {a.opacity, a.mean2d, a.conic, a.rayU, a.rayA, a.boundCenter, a.boundQ, a.rect, a.radius};
         float sigmaScale = cam.model == MODEL_RAY ? cam.radiusScale : 1.0f;
         Geom g;
-        load_geom(cam, params, n, i, sigmaScale, g);
+        load_geom(cam, a.params, n, i, sigmaScale, g);
         if (g.finite && !(g.p[2] < cam.nearZ)) {
-            depth[i] = g.p[2];
-            if (sh_color(cam, params + OFF_SH(n) + i * SH_STRIDE, g.mean, color + i * 3)) {
+            a.depth[i] = g.p[2];
+            if (sh_color(cam, a.params + OFF_SH(n) + i * SH_STRIDE, g.mean, a.color + i * 3)) {
                 ok = cam.model == MODEL_RAY ? project_ray(cam, g, i, o) : project_ewa(cam, g, i, o);
             }
         }
-        valid[i] = ok ? 1u : 0u;
+        a.valid[i] = ok ? 1u : 0u;
     }
     u32 votes = warp_ballot(ok);
-    if (LANE == 0 && votes != 0) atom_add_u32(readout + RO_VISIBLE, popc(votes));
+    if (th.lane == 0u && votes != 0u) atom_add_u32(a.readout + RO_VISIBLE, popc(votes));
 }
 
-struct CamD {
-    double R[9];
-    double fx, fy, cx, cy;
-    i32 W, H;
-};
-
-KERNEL pixel_rays(CamD cam, GPTR float* rays)
+DEVICE void pixel_rays_body(Thr th, pixel_rays_args a)
 {
-    u32 i = BID * BDIM + TID;
+    const CamD& cam = a.cam;
+    u32 i = th.bid * th.bdim + th.tid;
     u32 npx = (u32)cam.W * (u32)cam.H;
     if (i >= npx) return;
     double px = (double)(i % (u32)cam.W) + 0.5, py = (double)(i / (u32)cam.W) + 0.5;
@@ -269,5 +271,5 @@ KERNEL pixel_rays(CamD cam, GPTR float* rays)
     double nrm = sqrt(dmul_rn(xu, xu) + dmul_rn(yu, yu) + 1.0);
     double v0 = xu / nrm, v1 = yu / nrm, v2 = 1.0 / nrm;
     for (int k = 0; k < 3; k++)
-        rays[i * 3 + k] = (float)(dmul_rn(cam.R[k], v0) + dmul_rn(cam.R[3 + k], v1) + dmul_rn(cam.R[6 + k], v2));
+        a.rays[i * 3 + k] = (float)(dmul_rn(cam.R[k], v0) + dmul_rn(cam.R[3 + k], v1) + dmul_rn(cam.R[6 + k], v2));
 }

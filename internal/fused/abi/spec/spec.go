@@ -161,13 +161,13 @@ var Consts = []Const{
 
 // Units are the kernel files and their entry points.
 var Units = []Unit{
-	{Name: "project", Set: "Engine", Kernels: []Kernel{
+	{Name: "project", Set: "Engine", Wrapped: true, Kernels: []Kernel{
 		{Name: "project", Params: []Param{val("cam", "Cam"), in("params", F32), out("valid", U32), out("depth", F32),
 			out("opacity", F32), out("color", F32), out("mean2d", F32), out("conic", F32), out("rayU", F32), out("rayA", F32),
 			out("boundCenter", F32), out("boundQ", F32), out("rect", I32), out("radius", F32), out("readout", U32)}},
 		{Name: "pixel_rays", Params: []Param{val("cam", "CamD"), out("rays", F32)}},
 	}},
-	{Name: "bin", Set: "Engine", Kernels: []Kernel{
+	{Name: "bin", Set: "Engine", Wrapped: true, Kernels: []Kernel{
 		{Name: "bin_count", Params: []Param{val("cam", "Cam"), in("valid", U32), in("boundCenter", F32), in("boundQ", F32),
 			in("rect", I32), sc("conic", U32), sc("bigArea", I32), out("counts", U32), out("readout", U32),
 			out("bigList", U32), out("hitMask", U32), out("flags", U32), out("bigOff", U32), sc("bitsCap", U32)}},
