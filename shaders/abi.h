@@ -114,3 +114,14 @@ struct AdamP {
     u32 pad;
 };
 static_assert(sizeof(AdamP) == 128, "struct AdamP: 128 bytes on the host");
+
+// RayCam: the pinhole camera pixel_rays builds each pixel's ray from, every value a float32 pair hi + lo (prep.RayCam).
+struct RayCam {
+    float R[9];
+    float RLo[9];
+    float f[4];
+    float fLo[4];
+    i32 W;
+    i32 H;
+};
+static_assert(sizeof(RayCam) == 112, "struct RayCam: 112 bytes on the host");

@@ -8,7 +8,7 @@
 // block waits at one; a warp operation completes when every live lane of the warp waits at
 // one, and it exchanges the lanes' values. Shared arrays are function-level statics (one block
 // at a time uses them). Atomics are plain read-modify-writes (one fiber runs at a time).
-// mul_rn/dmul_rn are plain products: compile with -ffp-contract=off, so nothing is fused.
+// mul_rn is a plain product: compile with -ffp-contract=off, so nothing is fused.
 #pragma once
 
 #include <cmath>
@@ -282,7 +282,6 @@ static u64 warp_op(WarpOp op, u64 val)
 DEVICE float mul_rn(float a, float b) { return a * b; }
 // sqrt_rn is IEEE's correctly rounded square root (never an approximation).
 DEVICE float sqrt_rn(float x) { return std::sqrt(x); }
-DEVICE double dmul_rn(double a, double b) { return a * b; }
 // fma_f32 is one fused multiply-add, rounded once as on the GPU (std::fma is exact, whatever
 // -ffp-contract says).
 DEVICE float fma_f32(float a, float b, float c) { return std::fma(a, b, c); }
@@ -298,12 +297,6 @@ DEVICE float bits_f32(u32 x)
     float f;
     memcpy(&f, &x, 4);
     return f;
-}
-DEVICE double bits_f64(u64 x)
-{
-    double d;
-    memcpy(&d, &x, 8);
-    return d;
 }
 
 struct alignas(16) f4 {

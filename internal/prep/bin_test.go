@@ -137,8 +137,8 @@ func TestBinMatchesNaive(t *testing.T) {
 	}
 }
 
-// tileHitF64 is the tile test in float64 from float32 inputs, the form TileHit
-// had before it had to run without float64: the reference for its decisions.
+// tileHitF64 is the tile test in float64 from float32 inputs: the reference
+// for TileHit's decisions.
 func tileHitF64(cx, cy, qa, qb, qc float32, px0, py0, px1, py1 int) bool {
 	if qa == 0 && qb == 0 && qc == 0 {
 		return true

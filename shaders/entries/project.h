@@ -24,7 +24,7 @@ struct project_args {
 };
 
 struct pixel_rays_args {
-    CamD cam;
+    RayCam cam;
     GPTR float* rays;
 };
 
@@ -40,7 +40,7 @@ extern "C" __global__ void project(Cam cam, const GPTR float* params, GPTR u32* 
     project_body(th, a);
 }
 
-extern "C" __global__ void pixel_rays(CamD cam, GPTR float* rays)
+extern "C" __global__ void pixel_rays(RayCam cam, GPTR float* rays)
 {
     const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
     const pixel_rays_args a = {cam, rays};
@@ -76,7 +76,7 @@ kernel void project(constant Cam& cam [[buffer(0)]],
     project_body(th, a);
 }
 
-kernel void pixel_rays(constant CamD& cam [[buffer(0)]],
+kernel void pixel_rays(constant RayCam& cam [[buffer(0)]],
     device float* rays [[buffer(1)]],
     uint rlx_tid [[thread_position_in_threadgroup]],
     uint rlx_bid [[threadgroup_position_in_grid]],
@@ -102,7 +102,7 @@ extern "C" void emu_launch_project(const u32* dims, void** args)
 
 extern "C" void emu_launch_pixel_rays(const u32* dims, void** args)
 {
-    const pixel_rays_args a = {*(CamD const*)args[0], *(GPTR float* const*)args[1]};
+    const pixel_rays_args a = {*(RayCam const*)args[0], *(GPTR float* const*)args[1]};
     emu::launch_body(dims, [&](Thr th) {
         pixel_rays_body(th, a);
     });

@@ -241,35 +241,39 @@ func (s *AdamP) put(b []byte) {
 	putU32(b[124:], s.Pad)
 }
 
-// CamD is struct CamD of its unit (not yet abi.h): the float64 camera pixel_rays builds each pixel's ray from.
-type CamD struct {
-	R  [9]float64
-	Fx float64
-	Fy float64
-	Cx float64
-	Cy float64
-	W  int32
-	H  int32
+// RayCam is struct RayCam of shaders/abi.h: the pinhole camera pixel_rays builds each pixel's ray from, every value a float32 pair hi + lo (prep.RayCam).
+type RayCam struct {
+	R   [9]float32
+	RLo [9]float32
+	F   [4]float32
+	FLo [4]float32
+	W   int32
+	H   int32
 }
 
-// CamDSize is the bytes of struct CamD.
-const CamDSize = 112
+// RayCamSize is the bytes of struct RayCam.
+const RayCamSize = 112
 
 // Bytes returns s as the kernels read it: little-endian, C layout, padding zero.
-func (s *CamD) Bytes() []byte {
-	b := make([]byte, CamDSize)
+func (s *RayCam) Bytes() []byte {
+	b := make([]byte, RayCamSize)
 	s.put(b)
 	return b
 }
 
-func (s *CamD) put(b []byte) {
+func (s *RayCam) put(b []byte) {
 	for i, v := range s.R {
-		putF64(b[0+8*i:], v)
+		putF32(b[0+4*i:], v)
 	}
-	putF64(b[72:], s.Fx)
-	putF64(b[80:], s.Fy)
-	putF64(b[88:], s.Cx)
-	putF64(b[96:], s.Cy)
+	for i, v := range s.RLo {
+		putF32(b[36+4*i:], v)
+	}
+	for i, v := range s.F {
+		putF32(b[72+4*i:], v)
+	}
+	for i, v := range s.FLo {
+		putF32(b[88+4*i:], v)
+	}
 	putI32(b[104:], s.W)
 	putI32(b[108:], s.H)
 }
@@ -295,7 +299,7 @@ type ProjectArgs struct {
 
 // PixelRaysArgs are the parameters of pixel_rays (shaders/project.cu), in the kernel's order.
 type PixelRaysArgs struct {
-	Cam  CamD
+	Cam  RayCam
 	Rays Buf // written: f32
 }
 
