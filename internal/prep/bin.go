@@ -82,27 +82,29 @@ func TileHit[F splat.Float](cx, cy, qa, qb, qc F, px0, py0, px1, py1 int) bool {
 				xe = x1
 			}
 			dx = xe - cx
-			t := b * dx / c
+			t := F(b*dx) / c
 			y := min(max(cy-t, y0), y1)
 			dy = y - cy
 			d := dfac * (absF(cy) + absF(t))
-			slack = c * d * d
+			slack = F(c*d) * d
 		} else {
 			ye := y0
 			if e == 3 {
 				ye = y1
 			}
 			dy = ye - cy
-			t := b * dy / a
+			t := F(b*dy) / a
 			x := min(max(cx-t, x0), x1)
 			dx = x - cx
 			d := dfac * (absF(cx) + absF(t))
-			slack = a * d * d
+			slack = F(a*d) * d
 		}
-		cross := 2 * b * dx * dy
-		q := a*dx*dx + cross + c*dy*dy
-		s := a*dx*dx + absF(cross) + c*dy*dy
-		lo := q - (gamma*s + slack)
+		// Every product rounded on its own (F(…)): no multiply-add fused into the sums, as
+		// on the GPU.
+		cross := F(F(2*b)*dx) * dy
+		q := F(F(a*dx)*dx) + cross + F(F(c*dy)*dy)
+		s := F(F(a*dx)*dx) + absF(cross) + F(F(c*dy)*dy)
+		lo := q - (F(gamma*s) + slack)
 		if isNaN(lo) {
 			return true // overflow: no bound can be trusted
 		}

@@ -496,7 +496,7 @@ func rayConic[F splat.Float](cam *Cam[F], st *splatGeom[F], r2 F) (c rayCone[F],
 	var wr [3][3]F
 	for r := 0; r < 3; r++ {
 		for k := 0; k < 3; k++ {
-			wr[r][k] = cam.R[r][0]*st.rq[0][k] + cam.R[r][1]*st.rq[1][k] + cam.R[r][2]*st.rq[2][k]
+			wr[r][k] = F(cam.R[r][0]*st.rq[0][k]) + F(cam.R[r][1]*st.rq[1][k]) + F(cam.R[r][2]*st.rq[2][k])
 		}
 	}
 	smin := min(st.s[0], st.s[1], st.s[2])

@@ -30,8 +30,8 @@ type Struct struct {
 	Name   string
 	Doc    string
 	Fields []Field
-	// InUnit: the struct is still declared by the unit that uses it (project.cu's float64
-	// CamD, until pixel_rays moves to float32), so abi.h leaves it out.
+	// InUnit: the struct is declared by the unit that uses it, so abi.h leaves it out (no
+	// struct needs this at present).
 	InUnit bool
 }
 
