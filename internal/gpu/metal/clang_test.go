@@ -130,7 +130,6 @@ func unitMSL(t *testing.T, unit string) string {
 // error count, never reported as passing; an error of another kind fails the test, and so does
 // a clean compile (the entry must then go).
 var knownBlocked = map[string]struct{ why, every string }{
-	"edit": {"common.h's gmaxd/gmind still take double, which MSL lacks", "double"},
 }
 
 // TestMSLClang compiles the MSL of every unit with generated entry wrappers. The others still
