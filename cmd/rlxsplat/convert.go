@@ -83,6 +83,11 @@ status 4.`,
 }
 
 func runConvert(cmd *cobra.Command, o *convertOptions, s *streams) error {
+	// A mistyped flag is reported before a missing COLMAP, which takes longer to fix.
+	o.opt.Colmap = "colmap"
+	if err := o.opt.Check(); err != nil {
+		return usageError{err}
+	}
 	exe, err := convert.FindColmap(o.colmap, lookPathIn(s.Env))
 	if err != nil {
 		return err

@@ -140,8 +140,9 @@ type Result struct {
 var outputs = []string{"input", "distorted", "images", "images_2", "images_4", "images_8", "sparse", "stereo",
 	"run-colmap-geometric.sh", "run-colmap-photometric.sh", "colmap.log"}
 
-// check validates the options that do not need the file system.
-func (o *Options) check() error {
+// Check validates the options that need neither the file system nor COLMAP
+// (Run checks them too); its errors wrap ErrUsage.
+func (o *Options) Check() error {
 	switch {
 	case o.Photos == "":
 		return fmt.Errorf("convert: %w: no photo folder given", ErrUsage)
@@ -212,7 +213,7 @@ func Run(ctx context.Context, o Options, emit func(Event)) (*Result, error) {
 	if emit == nil {
 		emit = func(Event) {}
 	}
-	if err := o.check(); err != nil {
+	if err := o.Check(); err != nil {
 		return nil, err
 	}
 	photosDir, err := filepath.Abs(o.Photos)
