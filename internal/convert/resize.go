@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"image"
-	"image/color"
 	"image/jpeg"
 	"image/png"
 	"io/fs"
@@ -127,10 +126,12 @@ func downscaleOne(dir, name string) error {
 }
 
 // encode writes img in the format its extension names: JPEG (quality
-// jpegQuality) or PNG (keeping an alpha channel when there is one).
+// jpegQuality; an alpha channel is composited over black, the trainer's
+// default background) or PNG (keeping an alpha channel when there is one).
 func encode(path string, img *imageio.Image) error {
+	jpg := strings.EqualFold(filepath.Ext(path), ".jpg") || strings.EqualFold(filepath.Ext(path), ".jpeg")
 	var m image.Image
-	if img.Alpha != nil {
+	if img.Alpha != nil && !jpg {
 		nm := image.NewNRGBA(image.Rect(0, 0, img.W, img.H))
 		for i := 0; i < img.W*img.H; i++ {
 			nm.Pix[4*i] = to8(img.RGB[3*i])
@@ -140,19 +141,15 @@ func encode(path string, img *imageio.Image) error {
 		}
 		m = nm
 	} else {
+		rgb := img.Composite([3]float32{})
 		rm := image.NewRGBA(image.Rect(0, 0, img.W, img.H))
 		for i := 0; i < img.W*img.H; i++ {
-			rm.Pix[4*i] = to8(img.RGB[3*i])
-			rm.Pix[4*i+1] = to8(img.RGB[3*i+1])
-			rm.Pix[4*i+2] = to8(img.RGB[3*i+2])
+			rm.Pix[4*i] = to8(rgb[3*i])
+			rm.Pix[4*i+1] = to8(rgb[3*i+1])
+			rm.Pix[4*i+2] = to8(rgb[3*i+2])
 			rm.Pix[4*i+3] = 0xff
 		}
 		m = rm
-	}
-	jpg := strings.EqualFold(filepath.Ext(path), ".jpg") || strings.EqualFold(filepath.Ext(path), ".jpeg")
-	if jpg && img.Alpha != nil {
-		// JPEG has no alpha: composite over black, the trainer's default background.
-		m = opaque(m)
 	}
 	f, err := os.Create(path)
 	if err != nil {
@@ -185,17 +182,4 @@ func to8(v float32) uint8 {
 		return 0xff
 	}
 	return uint8(v*255 + 0.5)
-}
-
-// opaque composites m over black.
-func opaque(m image.Image) image.Image {
-	b := m.Bounds()
-	out := image.NewRGBA(b)
-	for y := b.Min.Y; y < b.Max.Y; y++ {
-		for x := b.Min.X; x < b.Max.X; x++ {
-			r, g, bl, _ := m.At(x, y).RGBA() // premultiplied: over black as is
-			out.Set(x, y, color.RGBA{uint8(r >> 8), uint8(g >> 8), uint8(bl >> 8), 0xff})
-		}
-	}
-	return out
 }
