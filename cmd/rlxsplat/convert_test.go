@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rlxsplat/rlxsplat/internal/convert"
 )
@@ -136,4 +137,42 @@ func tinyPNG(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return b.Bytes()
+}
+
+// Stage lines on and off a terminal: a line per stage start and end either way; the
+// progress bar only on a terminal, plain count lines (at most every plainEvery) off it.
+func TestConvertProgress(t *testing.T) {
+	events := []convert.Event{
+		convert.Notice{Text: "COLMAP 3.8"},
+		convert.StageStarted{Stage: convert.StageFeatures, Index: 2, Count: 6, Detail: "SIFT features of 3 photos"},
+		convert.StageProgress{Stage: convert.StageFeatures, Done: 1, Total: 3},
+		convert.StageProgress{Stage: convert.StageFeatures, Done: 3, Total: 3},
+		convert.StageDone{Stage: convert.StageFeatures, Elapsed: 1500 * time.Millisecond},
+		convert.StageStarted{Stage: convert.StageMapping, Index: 4, Count: 6, Detail: "incremental mapping"},
+		convert.StageDone{Stage: convert.StageMapping, Elapsed: time.Second, Summary: "3 of 3 photos registered"},
+	}
+	for _, tty := range []bool{false, true} {
+		s, _, errb := testStreams()
+		s.TTY = tty
+		p := newStageProgress(s)
+		for _, e := range events {
+			p.event(e)
+		}
+		p.finish()
+		got := errb.String()
+		for _, w := range []string{"rlxsplat: COLMAP 3.8\n", "rlxsplat: [2/6] features: SIFT features of 3 photos\n", "rlxsplat: features done in 1.5s\n",
+			"rlxsplat: mapping done in 1.0s: 3 of 3 photos registered\n"} {
+			if !strings.Contains(got, w) {
+				t.Errorf("tty %v: output %q lacks %q", tty, got, w)
+			}
+		}
+		// The progress came within plainEvery of the stage's start: no plain count line;
+		// a bar (carriage returns) only on a terminal.
+		if strings.Contains(got, "features: 1/3") {
+			t.Errorf("tty %v: a plain count line within %v: %q", tty, plainEvery, got)
+		}
+		if bar := strings.Contains(got, "\r"); bar != tty {
+			t.Errorf("tty %v: progress bar drawn %v: %q", tty, bar, got)
+		}
+	}
 }

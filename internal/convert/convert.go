@@ -71,7 +71,8 @@ type Options struct {
 	// CUDA build of COLMAP, or OpenGL with a display).
 	GPU bool
 	// Matcher is MatcherAuto, MatcherExhaustive or MatcherSequential; auto
-	// matches exhaustively up to ExhaustiveMax photos, sequentially above.
+	// matches exhaustively up to ExhaustiveMax photos (0: DefaultExhaustiveMax),
+	// sequentially above.
 	Matcher       string
 	ExhaustiveMax int
 	// MinRegistered is the fewest registered photos accepted; 0 means half
