@@ -37,9 +37,9 @@ func Stages() []string {
 }
 
 // baGlobalFunctionTolerance is the mapper's global bundle-adjustment stopping
-// tolerance the original 3DGS preparation sets (COLMAP's default, 0, runs the
-// global adjustments to their iteration limit): a looser stop that saves much
-// of the mapping time on large sets for no visible loss in the poses.
+// tolerance the original 3DGS preparation sets: each global adjustment stops
+// once an iteration changes the cost by less than this fraction, where
+// COLMAP's default (0) runs it to its iteration limit.
 const baGlobalFunctionTolerance = "0.000001"
 
 // DefaultExhaustiveMax is the largest photo count matched exhaustively when
