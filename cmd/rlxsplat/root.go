@@ -17,6 +17,7 @@ import (
 	"github.com/rlxsplat/rlxsplat/configs"
 	"github.com/rlxsplat/rlxsplat/internal/app"
 	"github.com/rlxsplat/rlxsplat/internal/config"
+	"github.com/rlxsplat/rlxsplat/internal/convert"
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 )
 
@@ -26,14 +27,15 @@ const (
 	exitError  = 1   // the run failed: an input that cannot be read, a write that fails
 	exitUsage  = 2   // bad flags, arguments or configuration, or an --out that holds another run
 	exitCheck  = 3   // a parity check failed
-	exitDevice = 4   // the device asked for cannot be used (no GPU for --device cuda)
+	exitDevice = 4   // the device asked for cannot be used (no GPU for --device cuda), or COLMAP is missing
 	exitCancel = 130 // interrupted (Ctrl-C or SIGTERM)
 )
 
 // exitCodesHelp documents the exit codes in the root command's help.
 const exitCodesHelp = `Exit status: 0 success; 1 the run failed (an input that cannot be read, a
 failed write); 2 bad flags, arguments or configuration; 3 a parity check
-failed; 4 the device asked for cannot be used; 130 interrupted.`
+failed; 4 the device asked for cannot be used, or COLMAP (for convert) is
+missing; 130 interrupted.`
 
 // streams holds everything a command reads from or writes to the process,
 // so tests can run commands in memory.
@@ -84,6 +86,8 @@ func run(args []string, s *streams) int {
 		return exitCheck
 	case errors.Is(err, context.Canceled):
 		return exitCancel
+	case errors.Is(err, convert.ErrNoColmap):
+		return exitDevice
 	case errors.Is(err, app.ErrNoGPU):
 		fmt.Fprintln(s.Err, "Hint: run on the CPU with --device cpu, or --device auto to use a GPU only when one works.")
 		return exitDevice
@@ -129,7 +133,7 @@ and checks every gradient against finite differences.
 	root.SetErr(s.Err)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(newTrainCmd(s, nil), newRenderCmd(s, nil), newExportCmd(s, nil), newBenchCmd(s, nil), newParityCmd(s, nil), newViewCmd(s, nil))
+	root.AddCommand(newTrainCmd(s, nil), newRenderCmd(s, nil), newExportCmd(s, nil), newBenchCmd(s, nil), newParityCmd(s, nil), newViewCmd(s, nil), newConvertCmd(s, nil))
 	for _, c := range root.Commands() {
 		if c.Args == nil {
 			c.Args = cobra.NoArgs
