@@ -192,8 +192,8 @@ func runTrain(cmd *cobra.Command, o *trainOptions, c *config.Config, s *streams)
 	if c.Data.Dir == "" {
 		fmt.Fprintf(s.Err, "rlxsplat: that was the built-in demo scene. Train a capture with\n"+
 			"  rlxsplat train --data DIR     (a COLMAP folder: images/ + sparse/0, or a transforms.json set)\n"+
-			"(make one from your own photos with COLMAP: feature extraction, matching, mapping, then\n"+
-			"image_undistorter to PINHOLE; or download Mip-NeRF 360 or NeRF-synthetic scenes).\n")
+			"(make one from your own photos with `rlxsplat convert PHOTOS_DIR --out DIR`, which runs\n"+
+			"COLMAP; or download the Mip-NeRF 360 or NeRF-synthetic scenes).\n")
 	}
 	return nil
 }
