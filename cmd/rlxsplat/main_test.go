@@ -134,6 +134,31 @@ func TestTrainOutHoldsRun(t *testing.T) {
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
 		t.Errorf("--force left the earlier run's %s (%v)", stale, err)
 	}
+	// The log's first line names the run, as config.yaml does; --resume goes on under it.
+	id := runIDLine(t, errb.String())
+	cfg, err := os.ReadFile(filepath.Join(dir, "config.yaml"))
+	if err != nil || !strings.HasPrefix(string(cfg), "# run "+id+"\n") {
+		t.Errorf("config.yaml does not start with run %s (%v)", id, err)
+	}
+	s, _, errb = testStreams()
+	resume := []string{"train", "--resume", filepath.Join(dir, "checkpoints", "step-00002.ckpt"), "--iterations", "3", "--threads", "1"}
+	if code := run(resume, s); code != exitOK {
+		t.Fatalf("--resume: exit %d: %s", code, errb.String())
+	}
+	if got := runIDLine(t, errb.String()); got != id {
+		t.Errorf("--resume ran as %s, want the resumed run's %s", got, id)
+	}
+}
+
+// runIDLine returns the run ID of a train command's log, which must be its first line.
+func runIDLine(t *testing.T, log string) string {
+	t.Helper()
+	first, _, _ := strings.Cut(log, "\n")
+	id, ok := strings.CutPrefix(first, "rlxsplat: run ")
+	if !ok || id == "" {
+		t.Fatalf("the log's first line is %q, want the run ID", first)
+	}
+	return id
 }
 
 // --version names the Go version and the GPU backends; completion offers the values of

@@ -45,6 +45,7 @@ type Trainer struct {
 	ahead   *queued // the next step, already submitted to a pipelining engine
 	// sceneDue says the Observer wants the Gaussians after the current step.
 	sceneDue bool
+	runID    string
 }
 
 // queued is a step submitted to an engine.Pipeliner before the one before it was collected.
@@ -79,7 +80,7 @@ func New(opt Options, ds *dataset.Dataset, eng engine.Engine) (*Trainer, error) 
 		return nil, fmt.Errorf("train: the dataset has no training views")
 	}
 	pcg := rand.NewPCG(opt.Seed, 0x5eed)
-	return &Trainer{opt: opt, ds: ds, eng: eng, pcg: pcg, rng: rand.New(pcg)}, nil
+	return &Trainer{opt: opt, ds: ds, eng: eng, pcg: pcg, rng: rand.New(pcg), runID: opt.RunID}, nil
 }
 
 // Initial builds the starting Gaussians for a dataset: its SfM points, or
@@ -205,6 +206,9 @@ func (t *Trainer) Run(ctx context.Context, emit func(Event)) error {
 		emit = func(Event) {}
 	}
 	o := &t.opt
+	if t.runID == "" {
+		t.runID = NewRunID(time.Now())
+	}
 	if ob := o.Observer; ob != nil {
 		inner := emit
 		emit = func(ev Event) { inner(ev); ob.Event(ev) }
@@ -216,7 +220,9 @@ func (t *Trainer) Run(ctx context.Context, emit func(Event)) error {
 		}
 	}
 	if len(o.ConfigYAML) > 0 {
-		if err := writeFileAtomic(filepath.Join(o.OutDir, "config.yaml"), o.ConfigYAML); err != nil {
+		// The run ID as a comment: config.yaml stays a configuration any command reads.
+		yaml := append([]byte("# run "+t.runID+"\n"), o.ConfigYAML...)
+		if err := writeFileAtomic(filepath.Join(o.OutDir, "config.yaml"), yaml); err != nil {
 			return err
 		}
 	}
@@ -231,6 +237,11 @@ func (t *Trainer) Run(ctx context.Context, emit func(Event)) error {
 	}
 	t.metrics = mf
 	defer mf.Close()
+	if t.step == 0 {
+		t.logJSON(map[string]any{"run": t.runID, "started": time.Now().UTC().Format(time.RFC3339)})
+	} else {
+		t.logJSON(map[string]any{"run": t.runID, "resumed_at_step": t.step, "at": time.Now().UTC().Format(time.RFC3339)})
+	}
 
 	t.writes = newWriter()
 	defer func() {
@@ -576,7 +587,7 @@ func (t *Trainer) finish() error {
 		return fmt.Errorf("train: reading the Gaussians back: %w", err)
 	}
 	path := filepath.Join(t.opt.OutDir, "point_cloud.ply")
-	if err := ply.WriteFile(path, g, t.opt.SHDegree); err != nil {
+	if err := ply.WriteFile(path, g, t.opt.SHDegree, "rlxsplat run "+t.runID, fmt.Sprintf("rlxsplat step %d", t.step)); err != nil {
 		return fmt.Errorf("train: %w", err)
 	}
 	t.emit(Saved{Kind: "ply", Path: path})
