@@ -84,23 +84,19 @@ func (f *filter) event(ev event) {
 // location is the "file_test.go:12: " that t.Skip puts before the message.
 var location = regexp.MustCompile(`^[\w.-]+\.go:\d+: `)
 
-// reason is what a skipped test logged, its lines joined, without the framework's own lines
-// and the source location: tests skipped for the same cause group together.
+// reason is the first line a skipped test logged, without the source location: tests
+// skipped for the same cause group together, and a cause that lists every library path it
+// tried (one a line) stays one line in the report.
 func reason(lines []string) string {
-	var parts []string
 	for _, l := range lines {
 		if strings.HasPrefix(l, "=== ") || strings.HasPrefix(strings.TrimSpace(l), "--- SKIP") {
 			continue
 		}
-		l = location.ReplaceAllString(strings.TrimSpace(l), "")
-		if l != "" {
-			parts = append(parts, l)
+		if l = location.ReplaceAllString(strings.TrimSpace(l), ""); l != "" {
+			return l
 		}
 	}
-	if len(parts) == 0 {
-		return "(no reason given)"
-	}
-	return strings.Join(parts, " / ")
+	return "(no reason given)"
 }
 
 // printReport lists the skips grouped by reason, the largest group first, each with its

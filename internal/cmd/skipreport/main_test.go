@@ -11,11 +11,12 @@ import (
 )
 
 // A stream as go test -json writes it: a passing test, two skipped for one reason (at two
-// source lines), one skipped without a reason, a failing test with its log, package lines.
+// source lines, one going on over a second line), one skipped without a reason, a failing test with its log, package lines.
 const stream = `{"Action":"start","Package":"m/internal/gpu"}
 {"Action":"run","Package":"m/internal/gpu","Test":"TestOpen"}
 {"Action":"output","Package":"m/internal/gpu","Test":"TestOpen","Output":"=== RUN   TestOpen\n"}
 {"Action":"output","Package":"m/internal/gpu","Test":"TestOpen","Output":"    gpu_test.go:12: no CUDA driver: libcuda.so.1: not found\n"}
+{"Action":"output","Package":"m/internal/gpu","Test":"TestOpen","Output":"        /usr/lib/libcuda.so.1: no such file\n"}
 {"Action":"output","Package":"m/internal/gpu","Test":"TestOpen","Output":"--- SKIP: TestOpen (0.00s)\n"}
 {"Action":"skip","Package":"m/internal/gpu","Test":"TestOpen"}
 {"Action":"run","Package":"m/internal/gpu","Test":"TestAdd"}
