@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -21,6 +22,7 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/io/ply"
 	"github.com/rlxsplat/rlxsplat/internal/io/scene"
 	"github.com/rlxsplat/rlxsplat/internal/loss"
+	"github.com/rlxsplat/rlxsplat/internal/plot"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
 
@@ -557,27 +559,60 @@ func (t *Trainer) evaluate(s int) error {
 	return nil
 }
 
-// preview writes the render of a fixed view next to its target.
+// previewMaxWidth caps the width of each half of a preview: a 4K test view would make a
+// 16-megapixel PNG nobody opens during a run.
+const previewMaxWidth = 800
+
+// preview writes the render of a fixed view beside its photo at the view's size (each half
+// capped at previewMaxWidth), labelled "render" and "photo", with the step and the render's
+// PSNR (clamped to [0,1], as evaluation scores it) drawn below.
 func (t *Trainer) preview(s int) error {
 	views := t.ds.Test
 	if len(views) == 0 {
 		views = t.ds.Train
 	}
 	v := views[min(max(t.opt.PreviewView, 0), len(views)-1)]
-	img, err := t.eng.Render(&v.Camera, t.shDegree(s), t.opt.Background)
+	raw, err := t.eng.Render(&v.Camera, t.shDegree(s), t.opt.Background)
 	if err != nil {
 		return fmt.Errorf("train: preview: %w", err)
 	}
-	target := t.target(&v, t.opt.Background)
+	img := loss.Clamp01(nil, raw)
+	target := slices.Clone(t.target(&v, t.opt.Background)) // the target's buffer may be reused
+	psnr, err := loss.PSNR(img, target)
+	if err != nil {
+		return fmt.Errorf("train: preview: %w", err)
+	}
 	path := filepath.Join(t.opt.OutDir, "previews", fmt.Sprintf("step-%05d.png", s))
 	w, h := v.Camera.Width, v.Camera.Height
-	pair := imageio.SideBySide(img, target, w, h) // a copy: the target's buffer may be reused
+	caption := fmt.Sprintf("step %d   PSNR %.2f dB   %s", s, psnr, v.Name)
 	return t.writes.queue(func() (Saved, error) {
-		if err := imageio.SavePNG(path, pair, 2*w+imageio.Gap, h); err != nil {
+		render, err := previewHalf(img, w, h)
+		if err != nil {
+			return Saved{}, fmt.Errorf("train: preview: %w", err)
+		}
+		photo, err := previewHalf(target, w, h)
+		if err != nil {
+			return Saved{}, fmt.Errorf("train: preview: %w", err)
+		}
+		if err := imageio.WritePNG(path, plot.Pair(render, photo, "render", "photo", caption)); err != nil {
 			return Saved{}, fmt.Errorf("train: preview: %w", err)
 		}
 		return Saved{Kind: "preview", Path: path}, nil
 	}, t.emit)
+}
+
+// previewHalf is one half of a preview: rgb [h*w*3], area-averaged down to previewMaxWidth
+// when wider.
+func previewHalf(rgb []float32, w, h int) (*image.RGBA, error) {
+	if w > previewMaxWidth {
+		nh := max(1, int(math.Round(float64(h)*previewMaxWidth/float64(w))))
+		small, err := imageio.Resize(&imageio.Image{W: w, H: h, RGB: rgb}, previewMaxWidth, nh)
+		if err != nil {
+			return nil, err
+		}
+		rgb, w, h = small.RGB, small.W, small.H
+	}
+	return imageio.ToRGBA(rgb, w, h)
 }
 
 // finish writes the final splat file and the training curve.

@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"image/png"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -318,4 +319,35 @@ func checkRunFiles(t *testing.T, dir, id, ckptName, firstLog string) {
 func firstLine(b []byte) string {
 	s, _, _ := strings.Cut(string(b), "\n")
 	return s
+}
+
+// A run shorter than preview_every still ends with a preview, at the test view's size with
+// the label and caption strips; a view wider than the cap is shrunk to it.
+func TestPreviewAtEndOfEveryRun(t *testing.T) {
+	ds := smallDemo(t)
+	opt := testOptions(t.TempDir())
+	opt.Iterations, opt.PreviewEvery, opt.CheckpointEvery, opt.Densify.Enabled = 7, 500, 0, false
+	tr := newTrainer(t, ds, opt)
+	if err := tr.Run(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(opt.OutDir, "previews", "step-00007.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, err := png.DecodeConfig(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ds.Test[0].Camera
+	if wantW, wantH := 2*c.Width+4, c.Height+36; cfg.Width != wantW || cfg.Height != wantH {
+		t.Errorf("preview %d×%d, want %d×%d (two %d×%d views, a gap and two text strips)", cfg.Width, cfg.Height, wantW, wantH, c.Width, c.Height)
+	}
+	for _, tc := range []struct{ w, h, wantW, wantH int }{{1600, 1200, 800, 600}, {801, 3, 800, 3}, {800, 10, 800, 10}, {20, 10, 20, 10}} {
+		m, err := previewHalf(make([]float32, tc.w*tc.h*3), tc.w, tc.h)
+		if err != nil || m.Bounds().Dx() != tc.wantW || m.Bounds().Dy() != tc.wantH {
+			t.Errorf("%d×%d: %v (%v), want %d×%d", tc.w, tc.h, m.Bounds(), err, tc.wantW, tc.wantH)
+		}
+	}
 }
