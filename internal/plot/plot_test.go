@@ -85,3 +85,23 @@ func TestPair(t *testing.T) {
 		})
 	}
 }
+
+// The legend sits between the title and the plot area, never over the data: its colour
+// appears above the plot area even when the data fill the area's top.
+func TestLegendOffTheData(t *testing.T) {
+	x := []float64{0, 1, 2, 3}
+	y := []float64{1, 1, 1, 1} // a flat line: drawn across the middle of the area
+	img := Draw([]Panel{{Title: "t", Series: []Series{{Name: "only", Color: Green, X: x, Y: y}}}})
+	area := plotArea(img.Bounds())
+	above := 0
+	for py := 0; py < area.Min.Y; py++ {
+		for px := 0; px < panelW; px++ {
+			if img.RGBAAt(px, py) == Green {
+				above++
+			}
+		}
+	}
+	if above == 0 {
+		t.Error("no legend above the plot area")
+	}
+}
