@@ -175,6 +175,11 @@ func TestVersionAndCompletion(t *testing.T) {
 		{[]string{"__complete", "train", "--device", ""}, []string{"auto", "cpu", "cuda"}},
 		{[]string{"__complete", "render", "--render", ""}, []string{"ewa", "ray"}},
 		{[]string{"__complete", "bench", "--config", ""}, []string{"default", "demo", "fast"}},
+		{[]string{"__complete", "parity", "--device", ""}, parityDevices},
+		{[]string{"__complete", "render", "--scene", ""}, append(sceneExts, ":8")}, // 8: filter by extension
+		{[]string{"__complete", "train", "--resume", ""}, []string{"ckpt", ":8"}},
+		{[]string{"__complete", "train", "--data", ""}, []string{":16"}}, // 16: directories
+		{[]string{"__complete", "export", "--format", ""}, exportExts},
 	} {
 		s, out, errb := testStreams()
 		if code := run(tt.args, s); code != exitOK {
@@ -184,6 +189,35 @@ func TestVersionAndCompletion(t *testing.T) {
 			if !strings.Contains(out.String(), w+"\n") {
 				t.Errorf("%v: %q lacks %q", tt.args, out.String(), w)
 			}
+		}
+	}
+}
+
+// --config completes to the presets and to the YAML files and directories under what was
+// typed, nothing else.
+func TestCompleteConfig(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"run.yaml", "b.yml", "notes.txt", "sub/x.yaml"} {
+		p := filepath.Join(dir, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sep := string(filepath.Separator)
+	for _, c := range []struct {
+		typed string
+		want  []string
+	}{
+		{"fa", []string{"fast"}},
+		{dir + sep, []string{filepath.Join(dir, "b.yml"), filepath.Join(dir, "run.yaml"), filepath.Join(dir, "sub") + sep}},
+		{filepath.Join(dir, "r"), []string{filepath.Join(dir, "run.yaml")}},
+	} {
+		got, _ := completeConfig(nil, nil, c.typed)
+		if strings.Join(got, "|") != strings.Join(c.want, "|") {
+			t.Errorf("%q: %q, want %q", c.typed, got, c.want)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -107,6 +108,10 @@ func (o *parityOptions) checkFlags() error {
 	return nil
 }
 
+// parityDevices are the train.device values parity takes: its GPU comparison is of the CUDA
+// engine.
+var parityDevices = []string{string(config.DeviceAuto), string(config.DeviceCPU), string(config.DeviceCUDA)}
+
 // parityConfig applies parity's own default downscale, and rejects the settings parity
 // cannot honour: the GPU comparison is of the CUDA engine, and a dataset view needs a
 // downscale factor, not the automatic one.
@@ -114,10 +119,8 @@ func parityConfig(c *config.Config) error {
 	if c.Sources()["data.downscale"].Layer == config.LayerDefault {
 		c.Data.Downscale = parityDownscale
 	}
-	switch c.Train.Device {
-	case config.DeviceAuto, config.DeviceCPU, config.DeviceCUDA:
-	default:
-		return usageError{fmt.Errorf("--device %q: parity compares the CUDA engine; want auto, cpu or cuda", c.Train.Device)}
+	if !slices.Contains(parityDevices, string(c.Train.Device)) {
+		return usageError{fmt.Errorf("--device %q: parity compares the CUDA engine; want one of %s", c.Train.Device, strings.Join(parityDevices, ", "))}
 	}
 	if c.Data.Downscale < 1 {
 		return usageError{fmt.Errorf("--downscale %d: want a factor ≥ 1", c.Data.Downscale)}
