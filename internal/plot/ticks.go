@@ -74,7 +74,7 @@ func logTicks(lo, hi float64) []float64 {
 	}
 	var out []float64
 	mults := []float64{1, 2, 5}
-	if d1-d0 > 2 {
+	if hi-lo > 2 {
 		mults = []float64{1}
 	}
 	// Only the ticks within the range, plus the round values just outside it at each end.

@@ -39,6 +39,7 @@ func TestLogTicks(t *testing.T) {
 		{"under a decade: linear round values", 0.032, 0.081, []float64{0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09}},
 		{"one or two decades: 1, 2, 5", 0.013, 0.9, []float64{0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1}},
 		{"many decades: the decades", 2e-5, 0.3, []float64{1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1}},
+		{"a demo run's loss: 1, 2, 5 around it", 0.0062, 0.17, []float64{0.005, 0.01, 0.02, 0.05, 0.1, 0.2}},
 		{"linear reaching 0: the decades", 0.0011, 0.0089, []float64{0.001, 0.002, 0.005, 0.01}},
 	} {
 		got := logTicks(l(c.lo), l(c.hi))
