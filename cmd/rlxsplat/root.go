@@ -182,8 +182,11 @@ func addCompletions(c *cobra.Command) {
 	switch c.Name() {
 	case "parity":
 		values["device"] = fixed(parityDevices...)
-	case "train", "render":
+	case "train":
 		values["out"] = dirs
+	case "render":
+		values["out"] = dirs
+		values["format"] = fixed(orbitFormats...)
 	case "export":
 		values["out"] = files(exportExts...)
 		values["format"] = fixed(exportExts...)
