@@ -240,6 +240,12 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"train", "--iterations", "x"}, exitUsage, `invalid argument "x" for "--iterations"`, ""},
 		{[]string{"train", "--device", "metal"}, exitUsage, "not one of auto, cpu, cuda", ""},
 		{[]string{"render", "--ckpt", "/nonexistent/a.ckpt"}, exitError, "rlxsplat render: scene: open /nonexistent/a.ckpt", ""},
+		// Every command's errors start with the command the user ran, whichever package failed.
+		{[]string{"export", "--scene", "/nonexistent/a.ply", "--out", "x.spz"}, exitError, "rlxsplat export: scene: open /nonexistent/a.ply", ""},
+		{[]string{"bench", "--scene", "/nonexistent/a.ply"}, exitError, "rlxsplat bench: scene: open /nonexistent/a.ply", ""},
+		{[]string{"train", "--resume", "/nonexistent/a.ckpt"}, exitError, "rlxsplat train: ckpt: open /nonexistent/a.ckpt", ""},
+		{[]string{"parity", "--config", "/nonexistent/p.yaml"}, exitUsage, "rlxsplat parity: config: config file", ""},
+		{[]string{"view", "--port", "x"}, exitUsage, "rlxsplat view: invalid argument", ""},
 	}
 	// --device cuda without a GPU fails before any data loads (the dataset here does not
 	// exist, and the error is about the device), with the hint and its own exit code.
