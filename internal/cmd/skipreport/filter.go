@@ -32,9 +32,15 @@ type filter struct {
 	out   io.Writer
 	tests map[string][]string // output of the tests still running, by package and name
 	skips []skip
+	ran   map[string]bool // tests that passed or failed, by testKey
 }
 
-func newFilter(out io.Writer) *filter { return &filter{out: out, tests: map[string][]string{}} }
+func newFilter(out io.Writer) *filter {
+	return &filter{out: out, tests: map[string][]string{}, ran: map[string]bool{}}
+}
+
+// testKey names a test across runs.
+func testKey(pkg, test string) string { return pkg + "\x00" + test }
 
 func (f *filter) read(r io.Reader) error {
 	sc := bufio.NewScanner(r)
@@ -53,7 +59,7 @@ func (f *filter) read(r io.Reader) error {
 }
 
 func (f *filter) event(ev event) {
-	key := ev.Package + "\x00" + ev.Test
+	key := testKey(ev.Package, ev.Test)
 	switch {
 	case ev.Action == "build-output":
 		io.WriteString(f.out, ev.Output)
@@ -73,11 +79,13 @@ func (f *filter) event(ev event) {
 			}
 		}
 		delete(f.tests, key)
+		f.ran[key] = true
 	case ev.Action == "skip":
 		f.skips = append(f.skips, skip{Package: ev.Package, Test: ev.Test, Reason: reason(f.tests[key])})
 		delete(f.tests, key)
 	case ev.Action == "pass":
 		delete(f.tests, key)
+		f.ran[key] = true
 	}
 }
 

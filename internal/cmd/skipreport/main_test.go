@@ -103,9 +103,14 @@ func TestRunAllStatus(t *testing.T) {
 	}
 	dir := t.TempDir()
 	fake := filepath.Join(dir, "go")
-	// It echoes one skip event naming its package argument, and exits with $CODE.
+	// It echoes one skip event naming its package argument (a pass with $RUN set), and exits
+	// with $CODE.
 	script := `#!/bin/sh
 pkg=$3
+if [ -n "$RUN" ]; then
+	printf '{"Action":"pass","Package":"m/%s","Test":"TestX"}\n' "$pkg"
+	exit 0
+fi
 printf '{"Action":"output","Package":"m/%s","Test":"TestX","Output":"    x_test.go:1: reason %s\\n"}\n' "$pkg" "$pkg"
 printf '{"Action":"skip","Package":"m/%s","Test":"TestX"}\n' "$pkg"
 exit ${CODE:-0}
@@ -134,7 +139,22 @@ exit ${CODE:-0}
 			}
 		})
 	}
+	// A test skipped in one group and run in another is not listed, only counted.
 	var out, errb bytes.Buffer
+	groups := []group{{args: []string{"a"}}, {args: []string{"b"}}, {env: []string{"RUN=1"}, args: []string{"a"}}}
+	if got := runAll(fake, groups, &out, &errb); got != 0 {
+		t.Errorf("exit %d", got)
+	}
+	for _, want := range []string{"skipped: 1 test, 1 reason", "reason b", "(1 more skipped in one run and run in another: not listed)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "reason a") {
+		t.Errorf("a test that ran in another group is listed:\n%s", out.String())
+	}
+	out.Reset()
+	errb.Reset()
 	if got := runAll(filepath.Join(dir, "absent"), []group{{args: []string{"a"}}}, &out, &errb); got != 1 || !strings.Contains(errb.String(), "absent") {
 		t.Errorf("missing go command: exit %d, stderr %q", got, errb.String())
 	}
