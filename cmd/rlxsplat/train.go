@@ -115,6 +115,20 @@ const demoPreset = "demo"
 
 func runTrain(cmd *cobra.Command, o *trainOptions, c *config.Config, s *streams) error {
 	notice := func(msg string) { fmt.Fprintln(s.Err, "rlxsplat:", msg) }
+	// The run's identity comes first in the log, as in every file the run writes; a resumed
+	// run goes on under the ID of the run it continues.
+	runID := ""
+	if o.resume != "" {
+		id, err := train.CheckpointRunID(o.resume)
+		if err != nil {
+			return err
+		}
+		runID = id
+	}
+	if runID == "" {
+		runID = train.NewRunID(time.Now())
+	}
+	notice("run " + runID)
 	if o.resume == "" {
 		if err := claimOutDir(c.Output.Dir, o.force, notice); err != nil {
 			return err
@@ -142,6 +156,7 @@ func runTrain(cmd *cobra.Command, o *trainOptions, c *config.Config, s *streams)
 		notice(msg)
 	}
 	opt := app.TrainOptions(c, yaml)
+	opt.RunID = runID
 	stopView, err := startTrainView(cmd.Context(), &o.view, &opt, ds, src, s)
 	if err != nil {
 		return err
