@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -179,8 +180,20 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"bench", "--steps", "0"}, exitUsage, "--steps", ""},
 		{[]string{"train", "extra"}, exitUsage, "rlxsplat train: unknown command", ""},
 		{[]string{"train", "--iterations", "x"}, exitUsage, `invalid argument "x" for "--iterations"`, ""},
-		{[]string{"train", "--device", "metal"}, exitUsage, "not one of auto, cpu, cuda", ""},
+		{[]string{"train", "--device", "tpu"}, exitUsage, "not one of auto, cpu, cuda, metal, emu", ""},
 		{[]string{"render", "--ckpt", "/nonexistent/a.ckpt"}, exitError, "rlxsplat render: scene: open /nonexistent/a.ckpt", ""},
+	}
+	// --device metal where there is no Metal (every OS but macOS) fails before any data loads,
+	// with the hint and the exit status of a device that cannot be used; so does parity's.
+	if runtime.GOOS != "darwin" {
+		for _, args := range [][]string{{"train", "--device", "metal", "--data", "/nonexistent/scene"}, {"parity", "--quick", "--device", "metal"}} {
+			tests = append(tests, struct {
+				args    []string
+				code    int
+				wantErr string
+				wantOut string
+			}{args, exitDevice, "only available on macOS", ""})
+		}
 	}
 	// --device cuda without a GPU fails before any data loads (the dataset here does not
 	// exist, and the error is about the device), with the hint and its own exit code.

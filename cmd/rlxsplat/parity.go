@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -15,7 +16,6 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/config"
 	"github.com/rlxsplat/rlxsplat/internal/engine"
 	"github.com/rlxsplat/rlxsplat/internal/fused"
-	"github.com/rlxsplat/rlxsplat/internal/gpu"
 	"github.com/rlxsplat/rlxsplat/internal/parity"
 	"github.com/rlxsplat/rlxsplat/internal/prep"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
@@ -25,7 +25,7 @@ import (
 type parityOptions struct {
 	breakGroup string
 	quick      bool
-	device     string // auto, cpu or cuda: where the stage-by-stage GPU comparison runs
+	device     string // auto, cpu, cuda, metal or emu: where the stage-by-stage GPU comparison runs
 	data       string // a dataset whose first test view the GPU comparison also uses
 	downscale  int
 	maxSplats  int // cap on the dataset's initial Gaussians, so that the CPU side runs in seconds
@@ -39,8 +39,9 @@ func newParityCmd(s *streams, runF func(*parityOptions) error) *cobra.Command {
 		Long: `Parity runs the CPU engine's whole step in float64 and compares every
 parameter group's gradient with central finite differences of the forward, for
 both render models, every loss and SH degrees 0–3. Where a GPU engine is
-available (--device auto, or cuda to require one), every stage of it is
-compared with the CPU engine (projection, tile lists, image, loss, each
+available (--device auto, or cuda or metal to require one; emu runs it on
+the host emulator, slowly, to check the kernels without a GPU), every stage
+of it is compared with the CPU engine (projection, tile lists, image, loss, each
 gradient group, parameters after Adam, a densification edit) for both render
 models and the three bin modes, on a random scene and, with --data, on the
 dataset's first test view. It prints tables and exits with status 3 on any
@@ -55,7 +56,7 @@ failure.`,
 	}
 	cmd.Flags().StringVar(&o.breakGroup, "break", "", "scale one group's analytic gradient by 1.01 to show the check fails (means, log_scales, quats, opacity_logits, sh)")
 	cmd.Flags().BoolVar(&o.quick, "quick", false, "SH degrees 0 and 3 only")
-	cmd.Flags().StringVar(&o.device, "device", "auto", "GPU engine comparison: auto (when a GPU is present), cuda (required) or cpu (skip it)")
+	cmd.Flags().StringVar(&o.device, "device", "auto", "GPU engine comparison: auto (when a GPU is present), cuda or metal (required), emu (the host emulator: slow, for checking) or cpu (skip it)")
 	cmd.Flags().StringVar(&o.data, "data", "", "dataset directory: also compare the GPU engine on its first test view")
 	cmd.Flags().IntVar(&o.downscale, "downscale", 4, "downscale factor of the dataset view (≥ 1)")
 	cmd.Flags().IntVar(&o.maxSplats, "max-splats", 20000, "cap on the dataset's initial Gaussians (evenly resampled)")
@@ -68,16 +69,18 @@ func runParity(o *parityOptions, s *streams) error {
 	default:
 		return usageError{fmt.Errorf("--break %q is not one of means, log_scales, quats, opacity_logits, sh", o.breakGroup)}
 	}
-	switch o.device {
-	case "auto", "cpu", "cuda":
-	default:
-		return usageError{fmt.Errorf("--device %q is not one of auto, cpu, cuda", o.device)}
+	if !slices.Contains(config.DeviceNames(), o.device) {
+		return usageError{fmt.Errorf("--device %q is not one of %s", o.device, strings.Join(config.DeviceNames(), ", "))}
 	}
 	if o.downscale < 1 {
 		return usageError{fmt.Errorf("--downscale %d: want a factor ≥ 1", o.downscale)}
 	}
 	if o.maxSplats < 1 {
 		return usageError{fmt.Errorf("--max-splats %d: want at least 1", o.maxSplats)}
+	}
+	// A device the user named that cannot be used fails now, not after the CPU checks.
+	if err := app.CheckDevice(&config.Config{Train: config.Train{Device: config.Device(o.device)}}); err != nil {
+		return fmt.Errorf("parity: --device %s: %w", o.device, err)
 	}
 	var rows []parity.Row
 	for _, c := range parity.GradCases() {
@@ -111,16 +114,16 @@ var parityLR = engine.LR{Means: 1.6e-4, LogScales: 5e-3, Quats: 1e-3, Opacity: 5
 // gpuParity compares every stage of the fused GPU engine with the CPU engine for both render
 // models and the three bin modes, on the synthetic scene and, with --data, on a dataset view.
 // It prints the table and returns the number of failed and of all rows; without a GPU it
-// says why in one line (an error only when --device cuda asked for one).
+// says why in one line (an error, exit status 4, when --device named one: cuda, metal, emu).
 func gpuParity(o *parityOptions, s *streams) (failed, total int, err error) {
 	if o.device == "cpu" {
 		fmt.Fprintln(s.Out, "GPU engine: comparison skipped (--device cpu).")
 		return 0, 0, nil
 	}
-	dev, err := gpu.Open(gpu.KindCUDA)
+	dev, err := app.OpenDevice(config.Device(o.device))
 	if err != nil {
-		if o.device == "cuda" {
-			return 0, 0, fmt.Errorf("parity: --device cuda: %w", err)
+		if o.device != "auto" {
+			return 0, 0, fmt.Errorf("parity: --device %s: %w", o.device, err)
 		}
 		fmt.Fprintf(s.Out, "GPU engine: comparison skipped, no usable GPU (%s); CPU checks only.\n", firstLine(err))
 		return 0, 0, nil
