@@ -161,7 +161,7 @@ func NewEngine(c *config.Config, g *splat.Gaussians, notice func(string)) (engin
 			if gerr == nil {
 				return eng, nil
 			}
-			reasons = append(reasons, kind+": "+firstLine(gerr))
+			reasons = append(reasons, backendReason(kind, strings.TrimPrefix(firstLine(gerr), ErrNoGPU.Error()+": ")))
 		}
 		if notice != nil {
 			notice(fmt.Sprintf("no GPU engine (%s): running on the CPU with %d threads", strings.Join(reasons, "; "), set.Workers))
@@ -210,6 +210,14 @@ func firstLine(err error) string {
 	return msg
 }
 
+// backendReason is why backend kind was passed over, starting with its name once.
+func backendReason(kind, why string) string {
+	if strings.HasPrefix(why, kind+":") {
+		return why
+	}
+	return kind + ": " + why
+}
+
 // OpenDevice opens the GPU device for a device value, for commands that run the fused engine
 // on it themselves (parity): the named backend, or with auto the first of gpu.AutoOrder that
 // opens. cpu opens nothing (nil, nil). The error wraps ErrNoGPU with the one-line reason (each
@@ -225,7 +233,7 @@ func OpenDevice(d config.Device) (gpu.Device, error) {
 			if err == nil {
 				return dev, nil
 			}
-			reasons = append(reasons, kind+": "+firstLine(err))
+			reasons = append(reasons, backendReason(kind, firstLine(err)))
 		}
 		return nil, fmt.Errorf("%w (%s)", ErrNoGPU, strings.Join(reasons, "; "))
 	case d.GPU():
