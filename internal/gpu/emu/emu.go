@@ -223,7 +223,7 @@ func (d *Device) own(b driver.Buffer) (*buffer, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if eb.freed {
+	if eb.freed || d.closed {
 		return nil, driver.ErrClosed
 	}
 	if _, mine := d.bufs[eb]; !mine {

@@ -326,8 +326,15 @@ func TestCacheOffUsesTemporaryDirectory(t *testing.T) {
 	if !d.tempDir || !strings.Contains(dir, "rlxsplat-emu-") {
 		t.Fatalf("cache off: directory %q", dir)
 	}
+	b, err := d.Alloc(4)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if err := d.Upload(b, 0, []byte{1}); !errors.Is(err, driver.ErrClosed) {
+		t.Fatalf("a buffer of a closed device: %v", err)
 	}
 	if _, err := os.Stat(dir); err == nil {
 		t.Fatalf("%s not removed by Close", dir)
