@@ -26,7 +26,7 @@ const (
 	exitError  = 1   // the run failed: an input that cannot be read, a write that fails
 	exitUsage  = 2   // bad flags, arguments or configuration, or an --out that holds another run
 	exitCheck  = 3   // a parity check failed
-	exitDevice = 4   // the device asked for cannot be used (no GPU for --device cuda)
+	exitDevice = 4   // the device asked for cannot be used (--device cuda without a GPU, metal off macOS, emu without a C++ compiler)
 	exitCancel = 130 // interrupted (Ctrl-C or SIGTERM)
 )
 

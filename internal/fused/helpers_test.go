@@ -44,7 +44,7 @@ func testDevice(t testing.TB) (gpu.Device, bool) {
 	if os.Getenv(envEmu) != "1" {
 		t.Skip("no CUDA device: " + err.Error())
 	}
-	ed, eerr := emu.New(emu.Config{CacheDir: emuCacheDir(), NoGraphs: os.Getenv(envEmuNoGraphs) == "1", NoEvents: os.Getenv(envEmuNoEvents) == "1"})
+	ed, eerr := emu.New(emu.Config{CacheDir: emuCacheDir()})
 	if eerr != nil {
 		t.Skip("no CUDA device (" + err.Error() + ") and no emulator: " + eerr.Error())
 	}
@@ -64,13 +64,6 @@ func newEmu(t testing.TB, cfg emu.Config) *emu.Device {
 	t.Cleanup(func() { d.Close() })
 	return d
 }
-
-// Run the emulated engine as on a device without graph capture or timing events (as Metal's
-// backend and others may be): RLXSPLAT_FUSED_EMU_NO_GRAPHS=1, RLXSPLAT_FUSED_EMU_NO_EVENTS=1.
-const (
-	envEmuNoGraphs = "RLXSPLAT_FUSED_EMU_NO_GRAPHS"
-	envEmuNoEvents = "RLXSPLAT_FUSED_EMU_NO_EVENTS"
-)
 
 // emuCacheDir is a per-user directory for the compiled units, keyed by source hash, so that
 // repeated test runs do not recompile.
