@@ -9,7 +9,7 @@
 //   from oldN to newN splats; with zeroFresh set, splats j ≥ fresh get 0 (new splats start
 //   with zero moments).
 //   src [59·oldN] f32, dst [59·newN] f32 (distinct buffers), srcIdx [newN] i32 < oldN.
-#include "prelude_cuda.h"
+#include "prelude.h"
 #include "common.h"
 #include "entries/edit.h"
 
