@@ -485,10 +485,14 @@ func TestGraphStepsMatchEager(t *testing.T) {
 					switch {
 					case !o.WantTimings && res.Timings != nil:
 						t.Fatalf("step %d with graphs %v: timings %v, none asked for", s, graphs, res.Timings)
-					case o.WantTimings && (whole != graphs || len(res.Timings) == 0):
-						t.Fatalf("step %d with graphs %v: timings %v (a graph replay reports only %q)", s, graphs, res.Timings, engine.StageStep)
+					case o.WantTimings && (whole != fe.graphs || len(res.Timings) == 0):
+						// fe.graphs: still replaying graphs (a device without them turns them off).
+						t.Fatalf("step %d with graphs %v: timings %v (a graph replay reports only %q)", s, fe.graphs, res.Timings, engine.StageStep)
 					}
 					losses = append(losses, res.Loss)
+				}
+				if graphs && !fe.graphs {
+					t.Logf("the %s device has no graph capture: both runs go launch by launch (%v)", dev.Info().Backend, fe.Notes())
 				}
 				p, err := fe.Gaussians()
 				if err != nil {

@@ -15,6 +15,11 @@ import (
 // envEmu runs the GPU tests on the host emulator when no CUDA device is present.
 const envEmu = "RLXSPLAT_FUSED_EMU"
 
+// envMetalHost runs the GPU tests, where no CUDA device is present, through the Metal
+// backend's host code (internal/gpu/metal) over the fake Metal runtime, whose kernels are the
+// exact MSL text the backend would hand to Apple's compiler, built for the host (mslhost).
+const envMetalHost = "RLXSPLAT_FUSED_METAL_HOST"
+
 // envPTXDir points the no-NVRTC fallback (RLXSPLAT_NO_NVRTC=1) at a directory of prebuilt PTX
 // instead of the embedded shaders/ptx, so that freshly generated PTX can be checked before it
 // is embedded.
@@ -40,6 +45,9 @@ func testDevice(t testing.TB) (gpu.Device, bool) {
 	}
 	if !errors.Is(err, gpu.ErrNoDevice) {
 		t.Fatalf("opening the CUDA device: %v", err)
+	}
+	if os.Getenv(envMetalHost) == "1" {
+		return metalHostDevice(t), true
 	}
 	if os.Getenv(envEmu) != "1" {
 		t.Skip("no CUDA device: " + err.Error())
