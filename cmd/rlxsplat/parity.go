@@ -47,7 +47,8 @@ func newParityCmd(s *streams, runF func(*parityOptions) error) *cobra.Command {
 parameter group's gradient with central finite differences of the forward, for
 both render models, every loss and SH degrees 0–3. Where a GPU engine is
 available (--device auto, or cuda or metal to require one; emu runs it on
-the host emulator, slowly, to check the kernels without a GPU), every stage
+the host emulator, and metal-emu through the Metal backend on a simulated
+device, both slowly, to check the kernels without a GPU or a Mac), every stage
 of it is compared with the CPU engine (projection, tile lists, image, loss, each
 gradient group, parameters after Adam, a densification edit) for both render
 models and the three bin modes, on a random scene and, with --data, on the
@@ -87,7 +88,7 @@ failure.`,
 	addConfigFlags(fs, &o.cf)
 	fs.StringVar(&o.breakGroup, "break", "", "scale one group's analytic gradient by 1.01 to show the check fails (means, log_scales, quats, opacity_logits, sh)")
 	fs.BoolVar(&o.quick, "quick", false, "SH degrees 0 and 3 only")
-	o.cf.bindKey(fs, "device", "train.device", "GPU engine comparison: auto (when a GPU is present), cuda or metal (required), emu (the host emulator: slow, for checking) or cpu (skip it)")
+	o.cf.bindKey(fs, "device", "train.device", "GPU engine comparison: auto (when a GPU is present), cuda or metal (required), emu (the host emulator) or metal-emu (the Metal path on a simulated device; both slow, for checking) or cpu (skip it)")
 	o.cf.bindKey(fs, "data", "data.dir", "dataset directory: also compare the GPU engine on its first test view")
 	o.cf.keyOf["downscale"] = "data.downscale"
 	fs.Int("downscale", 0, fmt.Sprintf("divide the dataset view's size by N ≥ 1 (config data.downscale; %d when no layer sets it)", parityDownscale))
@@ -167,7 +168,7 @@ var parityLR = engine.LR{Means: 1.6e-4, LogScales: 5e-3, Quats: 1e-3, Opacity: 5
 // gpuParity compares every stage of the fused GPU engine with the CPU engine for both render
 // models and the three bin modes, on the synthetic scene and, with --data, on a dataset view.
 // It prints the table and returns the number of failed and of all rows; without a GPU it
-// says why in one line (an error, exit status 4, when --device named one: cuda, metal, emu).
+// says why in one line (an error, exit status 4, when --device named one).
 func gpuParity(o *parityOptions, s *streams) (failed, total int, err error) {
 	device := o.c.Train.Device
 	if device == config.DeviceCPU {

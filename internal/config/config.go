@@ -221,17 +221,22 @@ const (
 	DeviceCUDA  Device = "cuda"
 	DeviceMetal Device = "metal"
 	DeviceEmu   Device = "emu"
+	// DeviceMetalEmu: the Metal backend on a simulated device running the exact MSL built for
+	// the host; slow, for checking the Metal path without a Mac.
+	DeviceMetalEmu Device = "metal-emu"
 )
 
 // DeviceNames lists the values train.device accepts, in the order help and errors show them:
 // flag help, completion and the validation error all read this one list.
 func DeviceNames() []string {
-	return []string{string(DeviceAuto), string(DeviceCPU), string(DeviceCUDA), string(DeviceMetal), string(DeviceEmu)}
+	return []string{string(DeviceAuto), string(DeviceCPU), string(DeviceCUDA), string(DeviceMetal), string(DeviceEmu), string(DeviceMetalEmu)}
 }
 
-// GPU reports whether d names one fused-engine backend (cuda, metal, emu): a device the run
+// GPU reports whether d names one fused-engine backend (cuda, metal, emu, metal-emu): a device the run
 // requires rather than one it may fall back from.
-func (d Device) GPU() bool { return d == DeviceCUDA || d == DeviceMetal || d == DeviceEmu }
+func (d Device) GPU() bool {
+	return d == DeviceCUDA || d == DeviceMetal || d == DeviceEmu || d == DeviceMetalEmu
+}
 
 // Train is the "train" section: the run itself.
 type Train struct {

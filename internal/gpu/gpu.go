@@ -86,6 +86,9 @@ const (
 	KindCUDA  = "cuda"
 	KindMetal = "metal"
 	KindEmu   = "emu"
+	// KindMetalEmu is the Metal backend on a simulated device whose kernels are the exact MSL
+	// built for the host (metal.OpenHost): a checking device, like the emulator.
+	KindMetalEmu = "metal-emu"
 )
 
 // Each backend's prelude: the file that the backend-neutral driver.PreludeInclude of a kernel
@@ -115,7 +118,7 @@ const (
 	EnvShaderDir = "RLXSPLAT_SHADER_DIR"
 )
 
-// Open opens a device of the given kind ("auto", "cuda", "metal", "emu") with options from
+// Open opens a device of the given kind ("auto", "cuda", "metal", "emu", "metal-emu") with options from
 // the environment. With "auto" it tries Metal first on macOS, then CUDA (see AutoOrder); if
 // none has a device the error satisfies errors.Is(err, ErrNoDevice) and joins each backend's
 // reason.
@@ -139,6 +142,8 @@ func OpenWith(kind string, o Options) (Device, error) {
 		return openMetal(o)
 	case KindEmu:
 		return openEmu(o)
+	case KindMetalEmu:
+		return openMetalEmu(o)
 	case KindAuto, "":
 		var reasons []error
 		for _, k := range AutoOrder(runtime.GOOS) {
@@ -153,7 +158,7 @@ func OpenWith(kind string, o Options) (Device, error) {
 		}
 		return nil, fmt.Errorf("gpu: no GPU found (device: auto):\n%w", errors.Join(reasons...))
 	}
-	return nil, fmt.Errorf("gpu: unknown device kind %q (want %q, %q, %q or %q)", kind, KindAuto, KindCUDA, KindMetal, KindEmu)
+	return nil, fmt.Errorf("gpu: unknown device kind %q (want %q, %q, %q, %q or %q)", kind, KindAuto, KindCUDA, KindMetal, KindEmu, KindMetalEmu)
 }
 
 // AutoOrder is the order in which "auto" tries the GPU backends on goos: Metal first on macOS
@@ -178,6 +183,14 @@ func openCUDA(o Options) (Device, error) {
 
 func openEmu(o Options) (Device, error) {
 	d, err := emu.Open(o)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func openMetalEmu(o Options) (Device, error) {
+	d, err := metal.OpenHost(o)
 	if err != nil {
 		return nil, err
 	}
