@@ -242,35 +242,46 @@ func (e *EvaluatorOf[F]) Loss(kind Kind, lambda F, img, target, grad []F) (Resul
 // original 3DGS code trains with and reports; it reads slightly lower on real renders because
 // border windows see zeros. The fixed 11×11 window needs images of at least 11×11 pixels.
 func (e *EvaluatorOf[F]) MetricSSIM(img, target []F) (float64, error) {
-	if e.w < windowSize || e.h < windowSize {
-		return 0, fmt.Errorf("loss: standard SSIM of a %d×%d image: the %d×%d window needs at least %d×%d pixels", e.w, e.h, windowSize, windowSize, windowSize, windowSize)
-	}
-	if err := e.checkSizes(img, target, nil); err != nil {
-		return 0, err
-	}
-	e.job = job[F]{kind: L1SSIM, img: img, target: target, ssim: true}
-	defer e.clearJob()
-	e.run(phasePointwise)
-	e.run(phaseSSIM)
-	var s float64
-	for y := WindowRadius; y < e.h-WindowRadius; y++ {
-		s += e.rowSSIMIn[y]
-	}
-	return s / float64((e.w-2*WindowRadius)*(e.h-2*WindowRadius)*3), nil
+	m, _, err := e.SSIMs(img, target)
+	return m, err
 }
 
 // SSIM returns the mean SSIM of img against target (1 for equal images): the map averaged
 // over every pixel, with zero padding where the window leaves the image, as the original 3DGS
 // computes it. See MetricSSIM for the standard metric.
 func (e *EvaluatorOf[F]) SSIM(img, target []F) (float64, error) {
-	if err := e.checkSizes(img, target, nil); err != nil {
+	if err := e.ssimMap(img, target); err != nil {
 		return 0, err
+	}
+	return e.sumSSIM() / float64(e.w*e.h*3), nil
+}
+
+// SSIMs returns both means of one SSIM map of img against target: the standard metric
+// (MetricSSIM) and the original 3DGS code's (SSIM), for the price of one.
+func (e *EvaluatorOf[F]) SSIMs(img, target []F) (metric, zeroPadded float64, err error) {
+	if e.w < windowSize || e.h < windowSize {
+		return 0, 0, fmt.Errorf("loss: standard SSIM of a %d×%d image: the %d×%d window needs at least %d×%d pixels", e.w, e.h, windowSize, windowSize, windowSize, windowSize)
+	}
+	if err := e.ssimMap(img, target); err != nil {
+		return 0, 0, err
+	}
+	var s float64
+	for y := WindowRadius; y < e.h-WindowRadius; y++ {
+		s += e.rowSSIMIn[y]
+	}
+	return s / float64((e.w-2*WindowRadius)*(e.h-2*WindowRadius)*3), e.sumSSIM() / float64(e.w*e.h*3), nil
+}
+
+// ssimMap computes the SSIM map's row sums (rowSSIM, rowSSIMIn) of img against target.
+func (e *EvaluatorOf[F]) ssimMap(img, target []F) error {
+	if err := e.checkSizes(img, target, nil); err != nil {
+		return err
 	}
 	e.job = job[F]{kind: L1SSIM, img: img, target: target, ssim: true}
 	defer e.clearJob()
 	e.run(phasePointwise)
 	e.run(phaseSSIM)
-	return e.sumSSIM() / float64(e.w*e.h*3), nil
+	return nil
 }
 
 func (e *EvaluatorOf[F]) sumSSIM() float64 {

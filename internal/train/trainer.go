@@ -543,13 +543,9 @@ func (t *Trainer) evaluate(s int) error {
 		if err != nil {
 			return fmt.Errorf("train: %w", err)
 		}
-		ss, err := ev.MetricSSIM(img, target)
+		ss, ss3, err := ev.SSIMs(img, target)
 		if err != nil {
 			return fmt.Errorf("train: evaluating %s: %w", v.Name, err)
-		}
-		ss3, err := ev.SSIM(img, target)
-		if err != nil {
-			return fmt.Errorf("train: %w", err)
 		}
 		psnrSum += p
 		ssimSum += ss
