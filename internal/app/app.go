@@ -85,10 +85,15 @@ func TrainOptions(c *config.Config, yaml []byte) train.Options {
 		Background:       Background(c),
 		RandomBackground: c.Data.RandomBackground,
 		Densify: train.DensifyOptions{
-			Enabled: c.Densify.Enabled, From: c.Densify.From, Until: c.Densify.Until, Every: c.Densify.Every,
+			Enabled: c.Densify.Enabled, Strategy: c.Densify.Strategy, From: c.Densify.From, Until: c.Densify.Until, Every: c.Densify.Every,
 			GradThreshold: c.Densify.GradThreshold, PercentDense: c.Densify.PercentDense, SplitN: c.Densify.SplitCount,
 			PruneOpacity: c.Densify.PruneOpacity, ResetEvery: c.Densify.ResetEvery, MaxScreenSize: c.Densify.MaxScreenSize,
 			MaxWorldScale: c.Densify.MaxWorldScale, MaxGaussians: c.Densify.MaxGaussians,
+			MCMC: train.MCMCOptions{
+				CapMax: c.MCMC.CapMax, NoiseLR: c.MCMC.NoiseLR, From: c.MCMC.From, Until: c.MCMC.Until,
+				Every: c.MCMC.Every, MinOpacity: c.MCMC.MinOpacity, OpacityReg: c.MCMC.OpacityReg,
+				ScaleReg: c.MCMC.ScaleReg,
+			},
 		},
 		InitMode: string(c.Init.Mode), InitRandomCount: c.Init.RandomCount, InitScene: c.Init.Scene,
 		InitOpacity: float32(c.Init.Opacity), InitRandomScale: c.Init.RandomExtent,

@@ -138,6 +138,9 @@ func (e *Engine) Submit(v *engine.View, o engine.StepOptions) error {
 	if len(e.queue) == 2 {
 		return errors.New("fused: submit: two steps already queued; collect one first")
 	}
+	if o.MCMC.Active() {
+		return errors.New("fused: the MCMC densifier's regularisers and noise run on the CPU engine only (train.device: cpu)")
+	}
 	cam := v.Camera
 	if err := e.checkView(&cam, o.SHDegree); err != nil {
 		return err
