@@ -12,10 +12,12 @@ build:
 	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/rlxsplat
 
 ## test: every test; GPU tests skip here with the reason, and the fused engine's kernels then
-## run on the host emulator instead (needs g++; skipped with the reason without it)
+## run on the host emulator instead (needs g++; skipped with the reason without it). The
+## output is go test's, then every skipped test with its reason (internal/cmd/skipreport);
+## the exit status is go test's.
 test:
-	$(GO) test ./...
-	RLXSPLAT_FUSED_EMU=1 $(GO) test ./internal/fused
+	@$(GO) build -o bin/skipreport ./internal/cmd/skipreport
+	bin/skipreport -go $(GO) ./... \; RLXSPLAT_FUSED_EMU=1 ./internal/fused
 
 test-short:
 	$(GO) test -short ./...

@@ -121,6 +121,17 @@ struct AdamP {
 };
 static_assert(sizeof(AdamP) == 128, "struct AdamP: 128 bytes on the host");
 
+// RayCam: the pinhole camera pixel_rays builds each pixel's ray from, every value a float32 pair hi + lo (prep.RayCam).
+struct RayCam {
+    float R[9];
+    float RLo[9];
+    float f[4];
+    float fLo[4];
+    i32 W;
+    i32 H;
+};
+static_assert(sizeof(RayCam) == 112, "struct RayCam: 112 bytes on the host");
+
 #if defined(RLX_BACKEND_METAL)
 // rlx_copy(s) is s copied out of the constant address space, member by member.
 DEVICE Cam rlx_copy(constant Cam& s)
@@ -199,6 +210,17 @@ DEVICE AdamP rlx_copy(constant AdamP& s)
     r.n = s.n;
     r.visibleOnly = s.visibleOnly;
     r.pad = s.pad;
+    return r;
+}
+DEVICE RayCam rlx_copy(constant RayCam& s)
+{
+    RayCam r;
+    for (int i = 0; i < 9; i++) r.R[i] = s.R[i];
+    for (int i = 0; i < 9; i++) r.RLo[i] = s.RLo[i];
+    for (int i = 0; i < 4; i++) r.f[i] = s.f[i];
+    for (int i = 0; i < 4; i++) r.fLo[i] = s.fLo[i];
+    r.W = s.W;
+    r.H = s.H;
     return r;
 }
 #endif

@@ -1,7 +1,7 @@
 // bin.cu — design.md §5 step 2 on the device: for every valid splat, the tiles its footprint
 // reaches (internal/prep/bin.go's Emit is the CPU twin), emitted in depth order as u32 tile
 // keys with splat-id values, for sort.cu's stable tile pass. Modes: conic = 1 (gpu-conic)
-// keeps a tile only when prep's exact TileHit test passes; conic = 0 (gpu-radius-aabb) keeps
+// keeps a tile only when prep's TileHit test passes; conic = 0 (gpu-radius-aabb) keeps
 // every tile of the rect.
 //
 // The host runs: bin_count, bin_count_big, a scan of the valid flags, bin_compact, sort.cu
@@ -12,7 +12,7 @@
 //   flags[n] = 0. A splat whose box has more than bigArea tiles is queued in bigList
 //   (readout[RO_BIG] of them, in no particular order) for bin_count_big, a warp per splat; the
 //   others' hits are kept as a bit mask (bit k: tile k of the box, row-major; bigArea ≤ 32),
-//   so that bin_emit need not test the tiles again (the exact test is float64 arithmetic).
+//   so that bin_emit need not test the tiles again (the tile test is the costly part).
 //   A queued splat also reserves ⌈area/32⌉ words of bigBits for its hits (readout[RO_BIGBITS]
 //   counts the words asked for): bigOff[b] is where queue entry b's start, or NO_BITS when
 //   they do not fit in bitsCap words; bin_emit_big then tests that splat's tiles again (the
@@ -42,36 +42,52 @@
 #include "prelude_cuda.h"
 #include "common.h"
 #include "readout.h"
+#include "entries/bin.h"
+
+// abs_f32 is prep's absF (|−0| stays −0, which no comparison below can tell apart).
+DEVICE float abs_f32(float x) { return x < 0.0f ? -x : x; }
 
 // tile_hit is prep.TileHit: does (p−c)ᵀQ(p−c) ≤ 1 reach a pixel centre of the tile with pixel
 // columns [px0, px1) and rows [py0, py1)? It minimises the quadratic over the box of pixel
-// centres, in float64, with the CPU's operation order.
-DEVICE bool tile_hit(float cxf, float cyf, float qaf, float qbf, float qcf, int px0, int py0, int px1, int py1)
+// centres in float32, with the CPU's operation order, lowering each candidate's value by a
+// bound on its rounding error so that no tile the exact minimum reaches is dropped (the bound
+// and its derivation are with the Go twin).
+DEVICE bool tile_hit(float cx, float cy, float a, float b, float c, int px0, int py0, int px1, int py1)
 {
-    if (qaf == 0.0f && qbf == 0.0f && qcf == 0.0f) return true;
-    double x0 = (double)px0 + 0.5, x1 = (double)px1 - 0.5;
-    double y0 = (double)py0 + 0.5, y1 = (double)py1 - 0.5;
-    double cx = (double)cxf, cy = (double)cyf;
+    if (a == 0.0f && b == 0.0f && c == 0.0f) return true;
+    float x0 = (float)px0 + 0.5f, x1 = (float)px1 - 0.5f;
+    float y0 = (float)py0 + 0.5f, y1 = (float)py1 - 0.5f;
     if (cx >= x0 && cx <= x1 && cy >= y0 && cy <= y1) return true;
-    double a = (double)qaf, b = (double)qbf, c = (double)qcf;
-    double best = bits_f64(0x7ff0000000000000ull); // +Inf
-    for (int e = 0; e < 2; e++) {
-        double xe = e == 0 ? x0 : x1;
-        double dx = xe - cx;
-        double y = cy - dmul_rn(b, dx) / c;
-        y = gmind(gmaxd(y, y0), y1);
-        double dy = y - cy;
-        best = gmind(best, dmul_rn(dmul_rn(a, dx), dx) + dmul_rn(dmul_rn(dmul_rn(2.0, b), dx), dy) + dmul_rn(dmul_rn(c, dy), dy));
+    if (!(a > 0.0f) || !(c > 0.0f) || !f32_finite(b)) return true;
+    const float gamma = 1.0f / 1048576.0f, dfac = 1.0f / 2097152.0f; // 2⁻²⁰, 2⁻²¹ (exact)
+    float lowest = bits_f32(0x7f800000u); // +Inf
+    for (int e = 0; e < 4; e++) {
+        float dx, dy, slack;
+        if (e < 2) {
+            float xe = e == 0 ? x0 : x1;
+            dx = xe - cx;
+            float t = mul_rn(b, dx) / c;
+            float y = gminf(gmaxf(cy - t, y0), y1);
+            dy = y - cy;
+            float d = mul_rn(dfac, abs_f32(cy) + abs_f32(t));
+            slack = mul_rn(mul_rn(c, d), d);
+        } else {
+            float ye = e == 2 ? y0 : y1;
+            dy = ye - cy;
+            float t = mul_rn(b, dy) / a;
+            float x = gminf(gmaxf(cx - t, x0), x1);
+            dx = x - cx;
+            float d = mul_rn(dfac, abs_f32(cx) + abs_f32(t));
+            slack = mul_rn(mul_rn(a, d), d);
+        }
+        float cross = mul_rn(mul_rn(mul_rn(2.0f, b), dx), dy);
+        float q = mul_rn(mul_rn(a, dx), dx) + cross + mul_rn(mul_rn(c, dy), dy);
+        float s = mul_rn(mul_rn(a, dx), dx) + abs_f32(cross) + mul_rn(mul_rn(c, dy), dy);
+        float lo = q - (mul_rn(gamma, s) + slack);
+        if (f32_nan(lo)) return true; // overflow: no bound can be trusted
+        lowest = gminf(lowest, lo);
     }
-    for (int e = 0; e < 2; e++) {
-        double ye = e == 0 ? y0 : y1;
-        double dy = ye - cy;
-        double x = cx - dmul_rn(b, dy) / a;
-        x = gmind(gmaxd(x, x0), x1);
-        double dx = x - cx;
-        best = gmind(best, dmul_rn(dmul_rn(a, dx), dx) + dmul_rn(dmul_rn(dmul_rn(2.0, b), dx), dy) + dmul_rn(dmul_rn(c, dy), dy));
-    }
-    return best <= 1.0;
+    return lowest <= 1.0f;
 }
 
 // bigArea (a parameter; 16 in use) is the largest box, in tiles, a thread tests on its own; a
@@ -109,110 +125,102 @@ DEVICE bool splat_tile_hit(Cam cam, const GPTR float* boundCenter, const GPTR fl
                     tx * ts, ty * ts, px1, py1);
 }
 
-KERNEL bin_count(Cam cam, const GPTR u32* valid, const GPTR float* boundCenter, const GPTR float* boundQ,
-                 const GPTR i32* rect, u32 conic, int bigArea, GPTR u32* counts, GPTR u32* readout,
-                 GPTR u32* bigList, GPTR u32* hitMask, GPTR u32* flags, GPTR u32* bigOff, u32 bitsCap)
+DEVICE void bin_count_body(Thr th, bin_count_args a)
 {
-    u32 n = (u32)cam.n;
-    u32 i = BID * BDIM + TID;
+    u32 n = (u32)a.cam.n;
+    u32 i = th.bid * th.bdim + th.tid;
     if (i > n) return;
-    if (i == n || !valid[i]) {
-        counts[i] = 0u;
-        flags[i] = 0u;
+    if (i == n || !a.valid[i]) {
+        a.counts[i] = 0u;
+        a.flags[i] = 0u;
         return;
     }
-    flags[i] = 1u;
-    int area = rect_area(rect, i);
-    if (area > bigArea) {
-        counts[i] = 0u; // bin_count_big writes it
-        u32 b = atom_add_u32(&readout[RO_BIG], 1u);
-        bigList[b] = i;
+    a.flags[i] = 1u;
+    int area = rect_area(a.rect, i);
+    if (area > a.bigArea) {
+        a.counts[i] = 0u; // bin_count_big writes it
+        u32 b = atom_add_u32(&a.readout[RO_BIG], 1u);
+        a.bigList[b] = i;
         u32 words = ((u32)area + 31u) / 32u;
-        u32 off = atom_add_u32(&readout[RO_BIGBITS], words);
-        bigOff[b] = off <= bitsCap && words <= bitsCap - off ? off : NO_BITS;
+        u32 off = atom_add_u32(&a.readout[RO_BIGBITS], words);
+        a.bigOff[b] = off <= a.bitsCap && words <= a.bitsCap - off ? off : NO_BITS;
         return;
     }
     u32 mask = 0;
     for (int k = 0; k < area; k++) {
         int tile;
-        if (splat_tile_hit(cam, boundCenter, boundQ, rect, conic, i, k, &tile)) mask |= 1u << k;
+        if (splat_tile_hit(a.cam, a.boundCenter, a.boundQ, a.rect, a.conic, i, k, &tile)) mask |= 1u << k;
     }
-    counts[i] = popc(mask);
-    hitMask[i] = mask;
+    a.counts[i] = popc(mask);
+    a.hitMask[i] = mask;
 }
 
 // bin_count_big: a grid-stride loop of warps over the readout[RO_BIG] queued splats; the lanes
 // test 32 tiles at a time and keep each round's ballot in the splat's hit bits.
-KERNEL bin_count_big(Cam cam, const GPTR float* boundCenter, const GPTR float* boundQ, const GPTR i32* rect,
-                     u32 conic, const GPTR u32* readout, const GPTR u32* bigList, GPTR u32* counts,
-                     const GPTR u32* bigOff, GPTR u32* bigBits)
+DEVICE void bin_count_big_body(Thr th, bin_count_big_args a)
 {
-    u32 big = readout[RO_BIG];
-    u32 warps = NBLOCKS * (BDIM / WARP);
-    for (u32 b = BID * (BDIM / WARP) + WARP_ID; b < big; b += warps) {
-        u32 i = bigList[b];
-        u32 off = bigOff[b];
-        int area = rect_area(rect, i);
+    u32 big = a.readout[RO_BIG];
+    u32 warps = th.nblocks * (th.bdim / WARP);
+    for (u32 b = th.bid * (th.bdim / WARP) + th.warp; b < big; b += warps) {
+        u32 i = a.bigList[b];
+        u32 off = a.bigOff[b];
+        int area = rect_area(a.rect, i);
         u32 count = 0;
         for (int k0 = 0; k0 < area; k0 += (int)WARP) {
-            int k = k0 + (int)LANE, tile;
-            bool hit = k < area && splat_tile_hit(cam, boundCenter, boundQ, rect, conic, i, k, &tile);
+            int k = k0 + (int)th.lane, tile;
+            bool hit = k < area && splat_tile_hit(a.cam, a.boundCenter, a.boundQ, a.rect, a.conic, i, k, &tile);
             u32 mask = warp_ballot(hit);
             count += popc(mask);
-            if (off != NO_BITS && LANE == 0u) bigBits[off + (u32)k0 / WARP] = mask;
+            if (off != NO_BITS && th.lane == 0u) a.bigBits[off + (u32)k0 / WARP] = mask;
         }
-        if (LANE == 0u) counts[i] = count;
+        if (th.lane == 0u) a.counts[i] = count;
     }
 }
 
-KERNEL bin_compact(const GPTR u32* valid, const GPTR float* depth, const GPTR u32* flags, u32 n, GPTR u32* dkeys,
-                   GPTR u32* order)
+DEVICE void bin_compact_body(Thr th, bin_compact_args a)
 {
-    u32 i = BID * BDIM + TID;
-    if (i >= n || !valid[i]) return;
-    u32 at = flags[i];
-    dkeys[at] = f32_bits(depth[i]);
-    order[at] = i;
+    u32 i = th.bid * th.bdim + th.tid;
+    if (i >= a.n || !a.valid[i]) return;
+    u32 at = a.flags[i];
+    a.dkeys[at] = f32_bits(a.depth[i]);
+    a.order[at] = i;
 }
 
-KERNEL bin_rank(const GPTR u32* counts, const GPTR u32* order, const GPTR u32* flags, u32 n, GPTR u32* ranked,
-                GPTR u32* rankOf)
+DEVICE void bin_rank_body(Thr th, bin_rank_args a)
 {
-    u32 r = BID * BDIM + TID;
-    if (r > n) return;
-    if (r >= flags[n]) {
-        ranked[r] = 0u;
+    u32 r = th.bid * th.bdim + th.tid;
+    if (r > a.n) return;
+    if (r >= a.flags[a.n]) {
+        a.ranked[r] = 0u;
         return;
     }
-    u32 i = order[r];
-    ranked[r] = counts[i];
-    rankOf[i] = r;
+    u32 i = a.order[r];
+    a.ranked[r] = a.counts[i];
+    a.rankOf[i] = r;
 }
 
-KERNEL bin_total(const GPTR u32* offsets, u32 n, u32 cap, const GPTR u32* prev, GPTR u32* readout)
+DEVICE void bin_total_body(Thr th, bin_total_args a)
 {
-    if (BID * BDIM + TID != 0u) return;
-    u32 total = offsets[n];
-    readout[RO_ENTRIES] = total;
-    readout[RO_ABORT] = total > cap || prev[RO_ABORT] != 0u ? 1u : 0u;
+    if (th.bid * th.bdim + th.tid != 0u) return;
+    u32 total = a.offsets[a.n];
+    a.readout[RO_ENTRIES] = total;
+    a.readout[RO_ABORT] = total > a.cap || a.prev[RO_ABORT] != 0u ? 1u : 0u;
 }
 
-KERNEL bin_emit(Cam cam, const GPTR u32* valid, const GPTR i32* rect, const GPTR u32* hitMask,
-                const GPTR u32* ranked, const GPTR u32* rankOf, int bigArea, const GPTR u32* readout,
-                GPTR u32* keys, GPTR u32* ids)
+DEVICE void bin_emit_body(Thr th, bin_emit_args a)
 {
-    if (readout[RO_ABORT]) return;
-    u32 n = (u32)cam.n;
-    u32 i = BID * BDIM + TID;
-    if (i >= n || !valid[i]) return;
-    int area = rect_area(rect, i);
-    if (area > bigArea) return; // bin_emit_big
-    u32 at = ranked[rankOf[i]];
-    int rx0 = rect[i * 4], ry0 = rect[i * 4 + 1], rw = rect[i * 4 + 2] - rx0;
-    for (u32 mask = hitMask[i]; mask != 0u; mask &= mask - 1u) {
+    if (a.readout[RO_ABORT]) return;
+    u32 n = (u32)a.cam.n;
+    u32 i = th.bid * th.bdim + th.tid;
+    if (i >= n || !a.valid[i]) return;
+    int area = rect_area(a.rect, i);
+    if (area > a.bigArea) return; // bin_emit_big
+    u32 at = a.ranked[a.rankOf[i]];
+    int rx0 = a.rect[i * 4], ry0 = a.rect[i * 4 + 1], rw = a.rect[i * 4 + 2] - rx0;
+    for (u32 mask = a.hitMask[i]; mask != 0u; mask &= mask - 1u) {
         int k = (int)popc((mask & (0u - mask)) - 1u); // the lowest set bit
-        keys[at] = (u32)((ry0 + k / rw) * cam.tilesX + rx0 + k % rw);
-        ids[at] = i;
+        a.keys[at] = (u32)((ry0 + k / rw) * a.cam.tilesX + rx0 + k % rw);
+        a.ids[at] = i;
         at++;
     }
 }
@@ -220,36 +228,33 @@ KERNEL bin_emit(Cam cam, const GPTR u32* valid, const GPTR i32* rect, const GPTR
 // bin_emit_big writes the queued splats' entries, a warp per splat: each lane's position is its
 // splat's offset plus the hits of the lower lanes and of the earlier rounds, which keeps the
 // row-major tile order of bin_emit.
-KERNEL bin_emit_big(Cam cam, const GPTR float* boundCenter, const GPTR float* boundQ, const GPTR i32* rect,
-                    u32 conic, const GPTR u32* ranked, const GPTR u32* rankOf, const GPTR u32* readout,
-                    const GPTR u32* bigList, GPTR u32* keys, GPTR u32* ids, const GPTR u32* bigOff,
-                    const GPTR u32* bigBits)
+DEVICE void bin_emit_big_body(Thr th, bin_emit_big_args a)
 {
-    if (readout[RO_ABORT]) return;
-    u32 big = readout[RO_BIG];
-    u32 warps = NBLOCKS * (BDIM / WARP);
-    u32 below = (1u << LANE) - 1u;
-    for (u32 b = BID * (BDIM / WARP) + WARP_ID; b < big; b += warps) {
-        u32 i = bigList[b];
-        u32 off = bigOff[b]; // the same for the whole warp: the branches below do not diverge
-        int area = rect_area(rect, i);
-        u32 at = ranked[rankOf[i]];
+    if (a.readout[RO_ABORT]) return;
+    u32 big = a.readout[RO_BIG];
+    u32 warps = th.nblocks * (th.bdim / WARP);
+    u32 below = (1u << th.lane) - 1u;
+    for (u32 b = th.bid * (th.bdim / WARP) + th.warp; b < big; b += warps) {
+        u32 i = a.bigList[b];
+        u32 off = a.bigOff[b]; // the same for the whole warp: the branches below do not diverge
+        int area = rect_area(a.rect, i);
+        u32 at = a.ranked[a.rankOf[i]];
         for (int k0 = 0; k0 < area; k0 += (int)WARP) {
-            int k = k0 + (int)LANE, tile = 0;
+            int k = k0 + (int)th.lane, tile = 0;
             u32 mask;
             bool hit;
             if (off != NO_BITS) {
-                mask = bigBits[off + (u32)k0 / WARP];
-                hit = ((mask >> LANE) & 1u) != 0u;
-                if (hit) tile = splat_tile(cam, rect, i, k);
+                mask = a.bigBits[off + (u32)k0 / WARP];
+                hit = ((mask >> th.lane) & 1u) != 0u;
+                if (hit) tile = splat_tile(a.cam, a.rect, i, k);
             } else {
-                hit = k < area && splat_tile_hit(cam, boundCenter, boundQ, rect, conic, i, k, &tile);
+                hit = k < area && splat_tile_hit(a.cam, a.boundCenter, a.boundQ, a.rect, a.conic, i, k, &tile);
                 mask = warp_ballot(hit);
             }
             if (hit) {
                 u32 slot = at + popc(mask & below);
-                keys[slot] = (u32)tile;
-                ids[slot] = i;
+                a.keys[slot] = (u32)tile;
+                a.ids[slot] = i;
             }
             at += popc(mask);
         }

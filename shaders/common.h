@@ -50,20 +50,6 @@ DEVICE float gminf(float a, float b)
     if (b < a) return b;
     return (f32_bits(a) >> 31) ? a : b;
 }
-DEVICE double gmaxd(double a, double b)
-{
-    if (a != a || b != b) return a + b;
-    if (a > b) return a;
-    if (b > a) return b;
-    return a == 0.0 && 1.0 / a < 0 ? b : a;
-}
-DEVICE double gmind(double a, double b)
-{
-    if (a != a || b != b) return a + b;
-    if (a < b) return a;
-    if (b < a) return b;
-    return a == 0.0 && 1.0 / a < 0 ? a : b;
-}
 
 // Two-float sums (hi + lo, |lo| ≤ ½ulp(hi)): about 48 bits of significand from float32
 // operations alone, for the loss sums that float64 held before (Metal has no float64). Only

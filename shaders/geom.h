@@ -27,11 +27,11 @@ DEVICE ShDir sh_dir(float x, float y, float z)
 // hold four arrays of 16 (the basis and its three derivatives) in registers at once.
 DEVICE void sh_term(int k, const ShDir& s, float& b, float& dx, float& dy, float& dz)
 {
-    const float c20 = (float)1.0925484305920792, c21 = (float)-1.0925484305920792, c22 = (float)0.31539156525252005,
-                c23 = (float)-1.0925484305920792, c24 = (float)0.5462742152960396;
-    const float c30 = (float)-0.5900435899266435, c31 = (float)2.890611442640554, c32 = (float)-0.4570457994644658,
-                c33 = (float)0.3731763325901154, c34 = (float)-0.4570457994644658, c35 = (float)1.445305721320277,
-                c36 = (float)-0.5900435899266435;
+    const float c20 = 1.0925484305920792f, c21 = -1.0925484305920792f, c22 = 0.31539156525252005f,
+                c23 = -1.0925484305920792f, c24 = 0.5462742152960396f;
+    const float c30 = -0.5900435899266435f, c31 = 2.890611442640554f, c32 = -0.4570457994644658f,
+                c33 = 0.3731763325901154f, c34 = -0.4570457994644658f, c35 = 1.445305721320277f,
+                c36 = -0.5900435899266435f;
     float x = s.x, y = s.y, z = s.z, xx = s.xx, yy = s.yy, zz = s.zz;
     dx = dy = dz = 0.0f;
     switch (k) {

@@ -5,7 +5,7 @@
 // emulator used by the tests (prelude_emu.h, swapped in by internal/fused's emulated device)
 // can run the very same bodies.
 //
-// Arithmetic: every product whose result feeds a sum goes through mul_rn/dmul_rn, which are never
+// Arithmetic: every product whose result feeds a sum goes through mul_rn, which is never
 // contracted into a fused multiply-add. The CPU engine (Go, amd64) rounds every operation on
 // its own, so this keeps the GPU's projection, binning, forward and loss bit-compatible with
 // it (design.md §1: the GPU engine must never be a different algorithm), and tile lists
@@ -53,7 +53,6 @@ struct Thr {
 DEVICE float mul_rn(float a, float b) { return __fmul_rn(a, b); }
 // sqrt_rn is IEEE's correctly rounded square root (never an approximation).
 DEVICE float sqrt_rn(float x) { return __fsqrt_rn(x); }
-DEVICE double dmul_rn(double a, double b) { return __dmul_rn(a, b); }
 // fma_f32 is one fused multiply-add a·b + c, rounded once. The engine's kernels do not use it
 // (it would break the bit-compatibility above); it is for ceiling.cu's arithmetic-rate
 // measurement, which must issue FMAs whatever the compiler's contraction setting.
@@ -61,7 +60,6 @@ DEVICE float fma_f32(float a, float b, float c) { return fmaf(a, b, c); }
 
 DEVICE u32 f32_bits(float x) { return __float_as_uint(x); }
 DEVICE float bits_f32(u32 x) { return __uint_as_float(x); }
-DEVICE double bits_f64(u64 x) { return __longlong_as_double((long long)x); }
 
 // f4 is four floats moved as one 16-byte access (16-byte aligned, in shared memory too).
 typedef float4 f4;

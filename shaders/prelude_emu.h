@@ -3,7 +3,7 @@
 // use it through an emulated gpu.Device when RLXSPLAT_FUSED_EMU=1: it compiles a unit with g++,
 // substituting this file for prelude_cuda.h. The execution model (fibers, barriers, warp
 // operations) is emu_runtime.h's.
-// mul_rn/dmul_rn are plain products: compile with -ffp-contract=off, so nothing is fused.
+// mul_rn is a plain product: compile with -ffp-contract=off, so nothing is fused.
 #pragma once
 
 #include "emu_runtime.h"
@@ -38,7 +38,6 @@ using std::sqrt;
 DEVICE float mul_rn(float a, float b) { return a * b; }
 // sqrt_rn is IEEE's correctly rounded square root (never an approximation).
 DEVICE float sqrt_rn(float x) { return std::sqrt(x); }
-DEVICE double dmul_rn(double a, double b) { return a * b; }
 // fma_f32 is one fused multiply-add, rounded once as on the GPU (std::fma is exact, whatever
 // -ffp-contract says).
 DEVICE float fma_f32(float a, float b, float c) { return std::fma(a, b, c); }
@@ -54,12 +53,6 @@ DEVICE float bits_f32(u32 x)
     float f;
     memcpy(&f, &x, 4);
     return f;
-}
-DEVICE double bits_f64(u64 x)
-{
-    double d;
-    memcpy(&d, &x, 8);
-    return d;
 }
 
 struct alignas(16) f4 {

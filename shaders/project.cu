@@ -15,25 +15,49 @@
 // Entries of invalid splats other than valid are left as they were (never read).
 //
 // pixel_rays: one thread per pixel (row-major), the unit world direction through the pixel
-// centre for the ray model (camera.PixelRay for a pinhole, evaluated in float64 like it).
-//   cam   CamD by value; rays [H*W,3] f32
+// centre for the ray model (prep.RayCam.Ray, the CPU engine's float32 rays).
+//   cam   RayCam by value; rays [H*W,3] f32
 #include "prelude_cuda.h"
 #include "common.h"
 #include "geom.h"
 #include "readout.h"
 
+#include "entries/project.h"
+
+// tile_index is prep's tileIndex: floor((v − 0.5)/ts) clamped to [−1, tiles], exact in float32
+// and integers for v not NaN and tiles·ts + 1 ≤ 2²³ (the proof is with the Go twin).
+DEVICE i32 tile_index(float v, i32 ts, i32 tiles)
+{
+    if (v <= -1.0f) return -1;
+    if (v >= (float)(tiles * ts + 1)) return tiles;
+    i32 g = (i32)v; // truncation toward zero
+    if (v < (float)g) g--; // floor(v)
+    if (v < (float)g + 0.5f) g--; // floor(v − 0.5)
+    i32 q = g / ts; // C division truncates; g ≥ −2, so one correction makes it floor
+    if (g < 0 && q * ts != g) q--;
+    return q < -1 ? -1 : (q > tiles ? tiles : q);
+}
+
+// box_ends_ok is prep's boxEndsOK: no end NaN, and not −∞ on one side with +∞ on another.
+DEVICE bool box_ends_ok(float v0, float v1, float v2, float v3)
+{
+    float inf = bits_f32(0x7f800000u);
+    bool pos = v0 == inf || v1 == inf || v2 == inf || v3 == inf;
+    bool neg = v0 == -inf || v1 == -inf || v2 == -inf || v3 == -inf;
+    return !f32_nan(v0) && !f32_nan(v1) && !f32_nan(v2) && !f32_nan(v3) && !(pos && neg);
+}
+
+// set_rect is prep's setRect: the tile box of the pixels whose centres lie in [m − e, m + e].
 DEVICE bool set_rect(const Cam& cam, float mx, float my, float ex, float ey, GPTR i32* rect)
 {
-    double ts = (double)cam.tileSize;
-    double tx = (double)cam.tilesX, ty = (double)cam.tilesY;
-    double fx0 = floor(((double)(mx - ex) - 0.5) / ts);
-    double fx1 = floor(((double)(mx + ex) - 0.5) / ts) + 1.0;
-    double fy0 = floor(((double)(my - ey) - 0.5) / ts);
-    double fy1 = floor(((double)(my + ey) - 0.5) / ts) + 1.0;
-    double sum = fx0 + fx1 + fy0 + fy1;
-    if (sum != sum || fx1 <= 0.0 || fy1 <= 0.0 || fx0 >= tx || fy0 >= ty) return false;
-    i32 x0 = (i32)gmaxd(fx0, 0.0), x1 = (i32)gmind(fx1, tx);
-    i32 y0 = (i32)gmaxd(fy0, 0.0), y1 = (i32)gmind(fy1, ty);
+    i32 ts = cam.tileSize, tx = cam.tilesX, ty = cam.tilesY;
+    float vx0 = mx - ex, vx1 = mx + ex, vy0 = my - ey, vy1 = my + ey;
+    if (!box_ends_ok(vx0, vx1, vy0, vy1)) return false;
+    i32 qx0 = tile_index(vx0, ts, tx), qx1 = tile_index(vx1, ts, tx);
+    i32 qy0 = tile_index(vy0, ts, ty), qy1 = tile_index(vy1, ts, ty);
+    if (qx1 < 0 || qy1 < 0 || qx0 >= tx || qy0 >= ty) return false;
+    i32 x0 = qx0 > 0 ? qx0 : 0, x1 = qx1 + 1 < tx ? qx1 + 1 : tx;
+    i32 y0 = qy0 > 0 ? qy0 : 0, y1 = qy1 + 1 < ty ? qy1 + 1 : ty;
     if (x0 >= x1 || y0 >= y1) return false;
     rect[0] = x0;
     rect[1] = y0;
@@ -129,59 +153,127 @@ DEVICE bool footprint_whole(const Cam& cam, u32 i, const Out& o)
     return set_rect(cam, hw, hh, (float)cam.W, (float)cam.H, o.rect + i * 4);
 }
 
-// The pinhole silhouette of the iso-ellipsoid where the ray model's alpha reaches AlphaMin,
-// projected as a dual quadric in float64 (prep's rayFootprint; distorted lenses are refused
-// on the host).
+// DF is prep's df: the unevaluated sum hi + lo of two floats (about 48 bits of significand from
+// float32 alone; Metal has no float64), with the Go twin's operations in the same order. The
+// error-free steps are common.h's two_sum and two_prod.
+struct DF {
+    float hi, lo;
+};
+
+DEVICE DF df_of(float x)
+{
+    DF r = {x, 0.0f};
+    return r;
+}
+DEVICE DF df_norm(float s, float e)
+{
+    float hi = s + e;
+    DF r = {hi, e - (hi - s)};
+    return r;
+}
+DEVICE DF df_exact_prod(float a, float b)
+{
+    DF r;
+    r.hi = two_prod(a, b, r.lo);
+    return r;
+}
+DEVICE DF df_sum(DF a, DF b)
+{
+    float e;
+    float s = two_sum(a.hi, b.hi, e);
+    return df_norm(s, e + (a.lo + b.lo));
+}
+DEVICE DF df_neg(DF a)
+{
+    DF r = {-a.hi, -a.lo};
+    return r;
+}
+DEVICE DF df_diff(DF a, DF b) { return df_sum(a, df_neg(b)); }
+DEVICE DF df_prod(DF a, DF b)
+{
+    float e;
+    float p = two_prod(a.hi, b.hi, e);
+    return df_norm(p, e + (mul_rn(a.hi, b.lo) + mul_rn(a.lo, b.hi)));
+}
+DEVICE DF df_quot(DF a, DF b)
+{
+    float q1 = a.hi / b.hi;
+    DF r = df_diff(a, df_prod(b, df_of(q1)));
+    return df_norm(q1, r.hi / b.hi);
+}
+DEVICE DF df_root(DF a)
+{
+    float x = sqrt_rn(a.hi);
+    if (!(a.hi > 0.0f) || a.hi == bits_f32(0x7f800000u)) return df_of(x);
+    DF r = df_diff(a, df_exact_prod(x, x));
+    return df_norm(x, r.hi / mul_rn(2.0f, x));
+}
+
+// The pinhole silhouette of the iso-ellipsoid where the ray model's alpha reaches AlphaMin, in
+// df arithmetic and the cancellation-free form of prep's rayConic (the derivation is there);
+// distorted lenses are refused on the host.
 DEVICE bool ray_footprint(const Cam& cam, const Geom& g, float r2, u32 i, const Out& o)
 {
-    double wr[9];
+    float wr[9];
     for (int r = 0; r < 3; r++)
         for (int c = 0; c < 3; c++)
-            wr[r * 3 + c] = (double)(mul_rn(cam.R[r * 3], g.rq[c]) + mul_rn(cam.R[r * 3 + 1], g.rq[3 + c]) + mul_rn(cam.R[r * 3 + 2], g.rq[6 + c]));
-    double k[9];
-    for (int r = 0; r < 3; r++)
-        for (int c = 0; c < 3; c++) {
-            double v = 0.0;
-            for (int j = 0; j < 3; j++) {
-                double s = (double)g.s[j];
-                v = v + dmul_rn(wr[r * 3 + j], wr[c * 3 + j]) / dmul_rn(dmul_rn(s, s), (double)r2);
-            }
-            k[r * 3 + c] = v;
-        }
-    double m[3] = {(double)g.p[0], (double)g.p[1], (double)g.p[2]};
-    double km[3];
-    for (int r = 0; r < 3; r++) km[r] = dmul_rn(k[r * 3], m[0]) + dmul_rn(k[r * 3 + 1], m[1]) + dmul_rn(k[r * 3 + 2], m[2]);
-    double mkm = dmul_rn(km[0], m[0]) + dmul_rn(km[1], m[1]) + dmul_rn(km[2], m[2]);
-    if (mkm <= 1.0) return footprint_whole(cam, i, o);
-    double mm[9];
-    for (int r = 0; r < 3; r++)
-        for (int c = 0; c < 3; c++) mm[r * 3 + c] = dmul_rn(km[r], km[c]) - dmul_rn(mkm - 1.0, k[r * 3 + c]);
-    double n2a = mm[0], n2b = mm[1], n2c = mm[4];
-    double det = dmul_rn(n2a, n2c) - dmul_rn(n2b, n2b);
-    if (!(det > 0.0) || !(n2a < 0.0)) return footprint_whole(cam, i, o);
-    double nx = mm[2], ny = mm[5];
-    double c0x = -(dmul_rn(n2c, nx) - dmul_rn(n2b, ny)) / det;
-    double c0y = -(dmul_rn(-n2b, nx) + dmul_rn(n2a, ny)) / det;
-    double kk = mm[8] + dmul_rn(nx, c0x) + dmul_rn(ny, c0y);
-    if (!(kk > 0.0)) return false;
-    double qa = -n2a / kk, qb = -n2b / kk, qc = -n2c / kk;
-    double qdet = dmul_rn(qa, qc) - dmul_rn(qb, qb);
-    double exn = sqrt(qc / qdet), eyn = sqrt(qa / qdet);
-    double fx = (double)cam.fx, fy = (double)cam.fy;
-    double cx = dmul_rn(fx, c0x) + (double)cam.cx, cy = dmul_rn(fy, c0y) + (double)cam.cy;
-    double pa = qa / dmul_rn(fx, fx), pb = qb / dmul_rn(fx, fy), pc = qc / dmul_rn(fy, fy);
-    o.boundCenter[i * 2] = (float)cx;
-    o.boundCenter[i * 2 + 1] = (float)cy;
-    o.boundQ[i * 3] = (float)pa;
-    o.boundQ[i * 3 + 1] = (float)pb;
-    o.boundQ[i * 3 + 2] = (float)pc;
-    double ex = dmul_rn(fx, exn), ey = dmul_rn(fy, eyn);
-    // semiMajor: 1/sqrt of the smaller eigenvalue of [[pa,pb],[pb,pc]].
-    double mid = dmul_rn(0.5, pa + pc);
-    double d = sqrt(gmaxd(dmul_rn(dmul_rn(0.25, pa - pc), pa - pc) + dmul_rn(pb, pb), 0.0));
-    double semi = 1.0 / sqrt(gmind(mid + d, mid - d));
-    o.radius[i] = (float)dmul_rn(3.0 / sqrt((double)r2), semi);
-    return set_rect(cam, (float)cx, (float)cy, (float)ex, (float)ey, o.rect + i * 4);
+            wr[r * 3 + c] = mul_rn(cam.R[r * 3], g.rq[c]) + mul_rn(cam.R[r * 3 + 1], g.rq[3 + c]) + mul_rn(cam.R[r * 3 + 2], g.rq[6 + c]);
+    float smin = gminf(gminf(g.s[0], g.s[1]), g.s[2]);
+    if (!(smin > 0.0f) || !(r2 > 0.0f) || !(g.p[2] > 0.0f)) return footprint_whole(cam, i, o);
+    DF lam = df_prod(df_of(smin), df_root(df_of(r2)));
+    // B̃ row j = (σmin/σⱼ)·(column j of W·R); c̃ = B̃m.
+    DF bt[9], ct[3];
+    for (int j = 0; j < 3; j++) {
+        DF t = df_quot(df_of(smin), df_of(g.s[j]));
+        for (int k = 0; k < 3; k++) bt[j * 3 + k] = df_prod(t, df_of(wr[k * 3 + j]));
+        ct[j] = df_sum(df_sum(df_prod(bt[j * 3], df_of(g.p[0])), df_prod(bt[j * 3 + 1], df_of(g.p[1]))),
+                       df_prod(bt[j * 3 + 2], df_of(g.p[2])));
+    }
+    DF cn2 = df_sum(df_sum(df_prod(ct[0], ct[0]), df_prod(ct[1], ct[1])), df_prod(ct[2], ct[2]));
+    DF h2 = df_diff(cn2, df_prod(lam, lam));
+    if (!(h2.hi > 0.0f)) return footprint_whole(cam, i, o); // the camera is inside the ellipsoid
+    DF cn = df_root(cn2);
+    DF ih = df_quot(lam, df_root(h2)); // 1/h
+    DF chat[3];
+    for (int j = 0; j < 3; j++) chat[j] = df_quot(ct[j], cn);
+    DF gv[2], qp[6];
+    for (int k = 0; k < 2; k++) {
+        gv[k] = df_sum(df_sum(df_prod(bt[k], chat[0]), df_prod(bt[3 + k], chat[1])), df_prod(bt[6 + k], chat[2]));
+        for (int j = 0; j < 3; j++) qp[j * 2 + k] = df_diff(bt[j * 3 + k], df_prod(chat[j], gv[k]));
+        gv[k] = df_prod(gv[k], ih);
+    }
+    DF a0 = df_prod(df_quot(cn, df_of(g.p[2])), ih);
+    DF a00 = df_diff(df_sum(df_sum(df_prod(qp[0], qp[0]), df_prod(qp[2], qp[2])), df_prod(qp[4], qp[4])), df_prod(gv[0], gv[0]));
+    DF a01 = df_diff(df_sum(df_sum(df_prod(qp[0], qp[1]), df_prod(qp[2], qp[3])), df_prod(qp[4], qp[5])), df_prod(gv[0], gv[1]));
+    DF a11 = df_diff(df_sum(df_sum(df_prod(qp[1], qp[1]), df_prod(qp[3], qp[3])), df_prod(qp[5], qp[5])), df_prod(gv[1], gv[1]));
+    DF det = df_diff(df_prod(a00, a11), df_prod(a01, a01));
+    if (!(det.hi > 0.0f) || !(a00.hi > 0.0f) || det.hi == bits_f32(0x7f800000u)) return footprint_whole(cam, i, o);
+    DF v0 = df_quot(df_diff(df_prod(a11, gv[0]), df_prod(a01, gv[1])), det);
+    DF v1 = df_quot(df_diff(df_prod(a00, gv[1]), df_prod(a01, gv[0])), det);
+    DF kk = df_prod(df_prod(a0, a0), df_sum(df_sum(df_of(1.0f), df_prod(gv[0], v0)), df_prod(gv[1], v1)));
+    if (!(kk.hi > 0.0f)) return false;
+    DF c0x = df_sum(df_quot(df_of(g.p[0]), df_of(g.p[2])), df_prod(a0, v0));
+    DF c0y = df_sum(df_quot(df_of(g.p[1]), df_of(g.p[2])), df_prod(a0, v1));
+    DF qa = df_quot(a00, kk), qb = df_quot(a01, kk), qc = df_quot(a11, kk);
+    DF exn = df_root(df_quot(df_prod(a11, kk), det)), eyn = df_root(df_quot(df_prod(a00, kk), det));
+    // Pixels p = f·x_n + c: the conic scales by 1/f².
+    DF fx = df_of(cam.fx), fy = df_of(cam.fy);
+    DF fxx = df_prod(fx, fx), fxy = df_prod(fx, fy), fyy = df_prod(fy, fy);
+    DF cx = df_sum(df_prod(fx, c0x), df_of(cam.cx)), cy = df_sum(df_prod(fy, c0y), df_of(cam.cy));
+    DF pa = df_quot(qa, fxx), pb = df_quot(qb, fxy), pc = df_quot(qc, fyy);
+    o.boundCenter[i * 2] = cx.hi;
+    o.boundCenter[i * 2 + 1] = cy.hi;
+    o.boundQ[i * 3] = pa.hi;
+    o.boundQ[i * 3 + 1] = pb.hi;
+    o.boundQ[i * 3 + 2] = pc.hi;
+    DF ex = df_prod(fx, exn), ey = df_prod(fy, eyn);
+    // 3/r times the longest semi-axis: sqrt((mid + d)/det) of [[pa,pb],[pb,pc]].
+    DF mid = df_prod(df_of(0.5f), df_sum(pa, pc));
+    DF dd = df_sum(df_prod(df_prod(df_of(0.25f), df_diff(pa, pc)), df_diff(pa, pc)), df_prod(pb, pb));
+    DF pdet = df_quot(df_quot(det, df_prod(kk, fxx)), df_prod(kk, fyy));
+    DF semi = df_root(df_quot(df_sum(mid, df_root(dd)), pdet));
+    o.radius[i] = df_prod(df_quot(df_of(3.0f), df_root(df_of(r2))), semi).hi;
+    return set_rect(cam, cx.hi, cy.hi, ex.hi, ey.hi, o.rect + i * 4);
 }
 
 DEVICE bool project_ray(const Cam& cam, const Geom& g, u32 i, const Out& o)
@@ -206,46 +298,46 @@ DEVICE bool project_ray(const Cam& cam, const Geom& g, u32 i, const Out& o)
     return ray_footprint(cam, g, r2, i, o);
 }
 
-KERNEL project(Cam cam, const GPTR float* params, GPTR u32* valid, GPTR float* depth, GPTR float* opacity,
-               GPTR float* color, GPTR float* mean2d, GPTR float* conic, GPTR float* rayU, GPTR float* rayA,
-               GPTR float* boundCenter, GPTR float* boundQ, GPTR i32* rect, GPTR float* radius, GPTR u32* readout)
+DEVICE void project_body(Thr th, project_args a)
 {
+    const Cam& cam = a.cam;
     u32 n = (u32)cam.n;
-    u32 i = BID * BDIM + TID;
+    u32 i = th.bid * th.bdim + th.tid;
     bool ok = false;
     if (i < n) {
-        Out o = {opacity, mean2d, conic, rayU, rayA, boundCenter, boundQ, rect, radius};
+        Out o = {a.opacity, a.mean2d, a.conic, a.rayU, a.rayA, a.boundCenter, a.boundQ, a.rect, a.radius};
         float sigmaScale = cam.model == MODEL_RAY ? cam.radiusScale : 1.0f;
         Geom g;
-        load_geom(cam, params, n, i, sigmaScale, g);
+        load_geom(cam, a.params, n, i, sigmaScale, g);
         if (g.finite && !(g.p[2] < cam.nearZ)) {
-            depth[i] = g.p[2];
-            if (sh_color(cam, params + OFF_SH(n) + i * SH_STRIDE, g.mean, color + i * 3)) {
+            a.depth[i] = g.p[2];
+            if (sh_color(cam, a.params + OFF_SH(n) + i * SH_STRIDE, g.mean, a.color + i * 3)) {
                 ok = cam.model == MODEL_RAY ? project_ray(cam, g, i, o) : project_ewa(cam, g, i, o);
             }
         }
-        valid[i] = ok ? 1u : 0u;
+        a.valid[i] = ok ? 1u : 0u;
     }
     u32 votes = warp_ballot(ok);
-    if (LANE == 0 && votes != 0) atom_add_u32(readout + RO_VISIBLE, popc(votes));
+    if (th.lane == 0u && votes != 0u) atom_add_u32(a.readout + RO_VISIBLE, popc(votes));
 }
 
-struct CamD {
-    double R[9];
-    double fx, fy, cx, cy;
-    i32 W, H;
-};
-
-KERNEL pixel_rays(CamD cam, GPTR float* rays)
+// pixel_rays is prep's RayCam.Ray: Rᵀd/|d| with d = ((x+½ − cx)/fx, (y+½ − cy)/fy, 1), in df
+// arithmetic from the camera's float32 pairs, rounded once.
+DEVICE void pixel_rays_body(Thr th, pixel_rays_args a)
 {
-    u32 i = BID * BDIM + TID;
+    const RayCam& cam = a.cam;
+    u32 i = th.bid * th.bdim + th.tid;
     u32 npx = (u32)cam.W * (u32)cam.H;
     if (i >= npx) return;
-    double px = (double)(i % (u32)cam.W) + 0.5, py = (double)(i / (u32)cam.W) + 0.5;
-    double xu = (px - cam.cx) / cam.fx;
-    double yu = (py - cam.cy) / cam.fy;
-    double nrm = sqrt(dmul_rn(xu, xu) + dmul_rn(yu, yu) + 1.0);
-    double v0 = xu / nrm, v1 = yu / nrm, v2 = 1.0 / nrm;
-    for (int k = 0; k < 3; k++)
-        rays[i * 3 + k] = (float)(dmul_rn(cam.R[k], v0) + dmul_rn(cam.R[3 + k], v1) + dmul_rn(cam.R[6 + k], v2));
+    float px = (float)(i % (u32)cam.W) + 0.5f, py = (float)(i / (u32)cam.W) + 0.5f;
+    DF fx = {cam.f[0], cam.fLo[0]}, fy = {cam.f[1], cam.fLo[1]};
+    DF cx = {cam.f[2], cam.fLo[2]}, cy = {cam.f[3], cam.fLo[3]};
+    DF xu = df_quot(df_diff(df_of(px), cx), fx);
+    DF yu = df_quot(df_diff(df_of(py), cy), fy);
+    DF nrm = df_root(df_sum(df_sum(df_prod(xu, xu), df_prod(yu, yu)), df_of(1.0f)));
+    DF v0 = df_quot(xu, nrm), v1 = df_quot(yu, nrm), v2 = df_quot(df_of(1.0f), nrm);
+    for (int k = 0; k < 3; k++) {
+        DF r0 = {cam.R[k], cam.RLo[k]}, r1 = {cam.R[3 + k], cam.RLo[3 + k]}, r2 = {cam.R[6 + k], cam.RLo[6 + k]};
+        a.rays[i * 3 + k] = df_sum(df_sum(df_prod(r0, v0), df_prod(r1, v1)), df_prod(r2, v2)).hi;
+    }
 }

@@ -134,6 +134,31 @@ func TestTrainOutHoldsRun(t *testing.T) {
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
 		t.Errorf("--force left the earlier run's %s (%v)", stale, err)
 	}
+	// The log's first line names the run, as config.yaml does; --resume goes on under it.
+	id := runIDLine(t, errb.String())
+	cfg, err := os.ReadFile(filepath.Join(dir, "config.yaml"))
+	if err != nil || !strings.HasPrefix(string(cfg), "# run "+id+"\n") {
+		t.Errorf("config.yaml does not start with run %s (%v)", id, err)
+	}
+	s, _, errb = testStreams()
+	resume := []string{"train", "--resume", filepath.Join(dir, "checkpoints", "step-00002.ckpt"), "--iterations", "3", "--threads", "1"}
+	if code := run(resume, s); code != exitOK {
+		t.Fatalf("--resume: exit %d: %s", code, errb.String())
+	}
+	if got := runIDLine(t, errb.String()); got != id {
+		t.Errorf("--resume ran as %s, want the resumed run's %s", got, id)
+	}
+}
+
+// runIDLine returns the run ID of a train command's log, which must be its first line.
+func runIDLine(t *testing.T, log string) string {
+	t.Helper()
+	first, _, _ := strings.Cut(log, "\n")
+	id, ok := strings.CutPrefix(first, "rlxsplat: run ")
+	if !ok || id == "" {
+		t.Fatalf("the log's first line is %q, want the run ID", first)
+	}
+	return id
 }
 
 // --version names the Go version and the GPU backends; completion offers the values of
@@ -150,6 +175,11 @@ func TestVersionAndCompletion(t *testing.T) {
 		{[]string{"__complete", "train", "--device", ""}, []string{"auto", "cpu", "cuda"}},
 		{[]string{"__complete", "render", "--render", ""}, []string{"ewa", "ray"}},
 		{[]string{"__complete", "bench", "--config", ""}, []string{"default", "demo", "fast"}},
+		{[]string{"__complete", "parity", "--device", ""}, parityDevices},
+		{[]string{"__complete", "render", "--scene", ""}, append(sceneExts, ":8")}, // 8: filter by extension
+		{[]string{"__complete", "train", "--resume", ""}, []string{"ckpt", ":8"}},
+		{[]string{"__complete", "train", "--data", ""}, []string{":16"}}, // 16: directories
+		{[]string{"__complete", "export", "--format", ""}, exportExts},
 	} {
 		s, out, errb := testStreams()
 		if code := run(tt.args, s); code != exitOK {
@@ -159,6 +189,35 @@ func TestVersionAndCompletion(t *testing.T) {
 			if !strings.Contains(out.String(), w+"\n") {
 				t.Errorf("%v: %q lacks %q", tt.args, out.String(), w)
 			}
+		}
+	}
+}
+
+// --config completes to the presets and to the YAML files and directories under what was
+// typed, nothing else.
+func TestCompleteConfig(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"run.yaml", "b.yml", "notes.txt", "sub/x.yaml"} {
+		p := filepath.Join(dir, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sep := string(filepath.Separator)
+	for _, c := range []struct {
+		typed string
+		want  []string
+	}{
+		{"fa", []string{"fast"}},
+		{dir + sep, []string{filepath.Join(dir, "b.yml"), filepath.Join(dir, "run.yaml"), filepath.Join(dir, "sub") + sep}},
+		{filepath.Join(dir, "r"), []string{filepath.Join(dir, "run.yaml")}},
+	} {
+		got, _ := completeConfig(nil, nil, c.typed)
+		if strings.Join(got, "|") != strings.Join(c.want, "|") {
+			t.Errorf("%q: %q, want %q", c.typed, got, c.want)
 		}
 	}
 }
@@ -181,6 +240,12 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"train", "--iterations", "x"}, exitUsage, `invalid argument "x" for "--iterations"`, ""},
 		{[]string{"train", "--device", "metal"}, exitUsage, "not one of auto, cpu, cuda", ""},
 		{[]string{"render", "--ckpt", "/nonexistent/a.ckpt"}, exitError, "rlxsplat render: scene: open /nonexistent/a.ckpt", ""},
+		// Every command's errors start with the command the user ran, whichever package failed.
+		{[]string{"export", "--scene", "/nonexistent/a.ply", "--out", "x.spz"}, exitError, "rlxsplat export: scene: open /nonexistent/a.ply", ""},
+		{[]string{"bench", "--scene", "/nonexistent/a.ply"}, exitError, "rlxsplat bench: scene: open /nonexistent/a.ply", ""},
+		{[]string{"train", "--resume", "/nonexistent/a.ckpt"}, exitError, "rlxsplat train: ckpt: open /nonexistent/a.ckpt", ""},
+		{[]string{"parity", "--config", "/nonexistent/p.yaml"}, exitUsage, "rlxsplat parity: config: config file", ""},
+		{[]string{"view", "--port", "x"}, exitUsage, "rlxsplat view: invalid argument", ""},
 	}
 	// --device cuda without a GPU fails before any data loads (the dataset here does not
 	// exist, and the error is about the device), with the hint and its own exit code.

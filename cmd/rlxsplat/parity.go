@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -23,13 +24,20 @@ import (
 )
 
 type parityOptions struct {
+	cf         configFlags
 	breakGroup string
 	quick      bool
-	device     string // auto, cpu or cuda: where the stage-by-stage GPU comparison runs
-	data       string // a dataset whose first test view the GPU comparison also uses
-	downscale  int
 	maxSplats  int // cap on the dataset's initial Gaussians, so that the CPU side runs in seconds
+	// c is the resolved configuration: train.device says where the stage-by-stage GPU
+	// comparison runs, data.dir names a dataset whose first test view it also uses, and the
+	// rest (data.downscale, init.*, train.seed) shapes that view as train would load it.
+	c *config.Config
 }
+
+// parityDownscale divides a dataset view's size when no configuration layer sets
+// data.downscale: the CPU side of the comparison runs in float64 and would take minutes at
+// the photos' size.
+const parityDownscale = 4
 
 func newParityCmd(s *streams, runF func(*parityOptions) error) *cobra.Command {
 	o := &parityOptions{}
@@ -45,39 +53,91 @@ gradient group, parameters after Adam, a densification edit) for both render
 models and the three bin modes, on a random scene and, with --data, on the
 dataset's first test view. It prints tables and exits with status 3 on any
 failure.`,
+		Example: `  rlxsplat parity --quick --device cpu
+  rlxsplat parity --data ../shared/data/duck --set data.downscale=8
+  rlxsplat parity --config run/config.yaml --max-splats 5000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.checkFlags(); err != nil {
+				return err
+			}
+			c, err := o.cf.load(cmd.Flags(), s)
+			if err != nil {
+				return err
+			}
+			if err := parityConfig(c); err != nil {
+				return err
+			}
+			o.c = c
+			if o.cf.printConfig {
+				fmt.Fprint(s.Out, c.Describe())
+				return nil
+			}
+			// --device cuda without a GPU fails before minutes of CPU checks, not after.
+			if err := app.CheckDevice(c); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(o)
 			}
 			return runParity(o, s)
 		},
 	}
-	cmd.Flags().StringVar(&o.breakGroup, "break", "", "scale one group's analytic gradient by 1.01 to show the check fails (means, log_scales, quats, opacity_logits, sh)")
-	cmd.Flags().BoolVar(&o.quick, "quick", false, "SH degrees 0 and 3 only")
-	cmd.Flags().StringVar(&o.device, "device", "auto", "GPU engine comparison: auto (when a GPU is present), cuda (required) or cpu (skip it)")
-	cmd.Flags().StringVar(&o.data, "data", "", "dataset directory: also compare the GPU engine on its first test view")
-	cmd.Flags().IntVar(&o.downscale, "downscale", 4, "downscale factor of the dataset view (≥ 1)")
-	cmd.Flags().IntVar(&o.maxSplats, "max-splats", 20000, "cap on the dataset's initial Gaussians (evenly resampled)")
+	fs := cmd.Flags()
+	addConfigFlags(fs, &o.cf)
+	fs.StringVar(&o.breakGroup, "break", "", "scale one group's analytic gradient by 1.01 to show the check fails (means, log_scales, quats, opacity_logits, sh)")
+	fs.BoolVar(&o.quick, "quick", false, "SH degrees 0 and 3 only")
+	o.cf.bindKey(fs, "device", "train.device", "GPU engine comparison: auto (when a GPU is present), cuda (required) or cpu (skip it)")
+	o.cf.bindKey(fs, "data", "data.dir", "dataset directory: also compare the GPU engine on its first test view")
+	o.cf.keyOf["downscale"] = "data.downscale"
+	fs.Int("downscale", 0, fmt.Sprintf("divide the dataset view's size by N ≥ 1 (config data.downscale; %d when no layer sets it)", parityDownscale))
+	fs.IntVar(&o.maxSplats, "max-splats", 20000, "cap on the dataset's initial Gaussians (evenly resampled)")
 	return cmd
 }
 
-func runParity(o *parityOptions, s *streams) error {
+// checkFlags rejects parity's own flags before any work.
+func (o *parityOptions) checkFlags() error {
 	switch o.breakGroup {
 	case "", "means", "log_scales", "quats", "opacity_logits", "sh":
 	default:
 		return usageError{fmt.Errorf("--break %q is not one of means, log_scales, quats, opacity_logits, sh", o.breakGroup)}
 	}
-	switch o.device {
-	case "auto", "cpu", "cuda":
-	default:
-		return usageError{fmt.Errorf("--device %q is not one of auto, cpu, cuda", o.device)}
-	}
-	if o.downscale < 1 {
-		return usageError{fmt.Errorf("--downscale %d: want a factor ≥ 1", o.downscale)}
-	}
 	if o.maxSplats < 1 {
 		return usageError{fmt.Errorf("--max-splats %d: want at least 1", o.maxSplats)}
+	}
+	return nil
+}
+
+// parityDevices are the train.device values parity takes: its GPU comparison is of the CUDA
+// engine.
+var parityDevices = []string{string(config.DeviceAuto), string(config.DeviceCPU), string(config.DeviceCUDA)}
+
+// parityConfig applies parity's own default downscale, and rejects the settings parity
+// cannot honour: the GPU comparison is of the CUDA engine, and a dataset view needs a
+// downscale factor, not the automatic one.
+func parityConfig(c *config.Config) error {
+	if c.Sources()["data.downscale"].Layer == config.LayerDefault {
+		c.Data.Downscale = parityDownscale
+	}
+	if !slices.Contains(parityDevices, string(c.Train.Device)) {
+		return usageError{fmt.Errorf("--device %q: parity compares the CUDA engine; want one of %s", c.Train.Device, strings.Join(parityDevices, ", "))}
+	}
+	if c.Data.Downscale < 1 {
+		return usageError{fmt.Errorf("--downscale %d: want a factor ≥ 1", c.Data.Downscale)}
+	}
+	return nil
+}
+
+func runParity(o *parityOptions, s *streams) error {
+	if o.c == nil {
+		c, err := config.Defaults()
+		if err != nil {
+			return fmt.Errorf("parity: %w", err)
+		}
+		if err := parityConfig(c); err != nil {
+			return err
+		}
+		o.c = c
 	}
 	var rows []parity.Row
 	for _, c := range parity.GradCases() {
@@ -113,13 +173,14 @@ var parityLR = engine.LR{Means: 1.6e-4, LogScales: 5e-3, Quats: 1e-3, Opacity: 5
 // It prints the table and returns the number of failed and of all rows; without a GPU it
 // says why in one line (an error only when --device cuda asked for one).
 func gpuParity(o *parityOptions, s *streams) (failed, total int, err error) {
-	if o.device == "cpu" {
+	device := o.c.Train.Device
+	if device == config.DeviceCPU {
 		fmt.Fprintln(s.Out, "GPU engine: comparison skipped (--device cpu).")
 		return 0, 0, nil
 	}
 	dev, err := gpu.Open(gpu.KindCUDA)
 	if err != nil {
-		if o.device == "cuda" {
+		if device == config.DeviceCUDA {
 			return 0, 0, fmt.Errorf("parity: --device cuda: %w", err)
 		}
 		fmt.Fprintf(s.Out, "GPU engine: comparison skipped, no usable GPU (%s); CPU checks only.\n", firstLine(err))
@@ -135,13 +196,13 @@ func gpuParity(o *parityOptions, s *streams) (failed, total int, err error) {
 	}
 	g, v := fused.RandomScene(0, 4000, 160, 120)
 	scenes := []scene{{"random", g, v, 3}}
-	if o.data != "" {
-		sc, err := datasetScene(o)
+	if data := o.c.Data.Dir; data != "" {
+		sc, err := datasetScene(o.c, o.maxSplats)
 		if err != nil {
 			return 0, 0, err
 		}
 		// SfM colours are degree 0; higher bands would only compare zeros.
-		scenes = append(scenes, scene{filepath.Base(filepath.Clean(o.data)), sc.g, sc.v, 0})
+		scenes = append(scenes, scene{filepath.Base(filepath.Clean(data)), sc.g, sc.v, 0})
 	}
 	var rows []fused.CompareRow
 	var checks []string
@@ -173,33 +234,29 @@ type parityScene struct {
 	v *engine.View
 }
 
-// datasetScene loads --data at --downscale and returns its first test view (the first
-// training view when it has no test split) with its initial Gaussians capped at --max-splats.
-func datasetScene(o *parityOptions) (parityScene, error) {
-	c, err := config.Defaults()
-	if err != nil {
-		return parityScene{}, fmt.Errorf("parity: %w", err)
-	}
-	c.Data.Dir, c.Data.Downscale = o.data, o.downscale
+// datasetScene loads c's dataset and returns its first test view (the first training view
+// when it has no test split) with its initial Gaussians capped at maxSplats.
+func datasetScene(c *config.Config, maxSplats int) (parityScene, error) {
+	data := c.Data.Dir
 	ds, err := app.LoadDataset(c)
 	if err != nil {
-		return parityScene{}, fmt.Errorf("parity: --data %s: %w", o.data, err)
+		return parityScene{}, fmt.Errorf("parity: --data %s: %w", data, err)
 	}
 	if _, err := app.InitPoints(c, ds); err != nil {
-		return parityScene{}, fmt.Errorf("parity: --data %s: %w", o.data, err)
+		return parityScene{}, fmt.Errorf("parity: --data %s: %w", data, err)
 	}
 	views := ds.Test
 	if len(views) == 0 {
 		views = ds.Train
 	}
 	if len(views) == 0 {
-		return parityScene{}, fmt.Errorf("parity: --data %s: no views", o.data)
+		return parityScene{}, fmt.Errorf("parity: --data %s: no views", data)
 	}
 	g, _, err := train.Initial(app.TrainOptions(c, nil), ds)
 	if err != nil {
-		return parityScene{}, fmt.Errorf("parity: --data %s: initial Gaussians: %w", o.data, err)
+		return parityScene{}, fmt.Errorf("parity: --data %s: initial Gaussians: %w", data, err)
 	}
-	g = capSplats(g, o.maxSplats, uint64(c.Train.Seed))
+	g = capSplats(g, maxSplats, uint64(c.Train.Seed))
 	vw := views[0]
 	return parityScene{g, &engine.View{Index: 0, Camera: vw.Camera, Target: vw.Image.RGB}}, nil
 }

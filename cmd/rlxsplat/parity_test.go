@@ -3,12 +3,57 @@ package main
 import (
 	"bytes"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/rlxsplat/rlxsplat/internal/config"
 	"github.com/rlxsplat/rlxsplat/internal/fused"
 	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
 )
+
+// Parity reads the configuration as train does: --config, --set, env and its own flags, and
+// its own default downscale only where no layer sets one.
+func TestParityConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "p.yaml")
+	if err := os.WriteFile(cfg, []byte("data:\n  dir: scene\n  downscale: 2\ntrain:\n  device: cpu\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name      string
+		args      []string
+		env       []string
+		data      string
+		downscale int
+		device    config.Device
+	}{
+		{"defaults", nil, nil, "", parityDownscale, config.DeviceAuto},
+		{"config file", []string{"--config", cfg}, nil, "scene", 2, config.DeviceCPU},
+		{"set over the file", []string{"--config", cfg, "--set", "data.downscale=8"}, nil, "scene", 8, config.DeviceCPU},
+		{"flags over set", []string{"--config", cfg, "--set", "data.downscale=8", "--downscale", "3", "--data", "other"}, nil, "other", 3, config.DeviceCPU},
+		{"env", nil, []string{"RLXSPLAT_DATA_DOWNSCALE=6", "RLXSPLAT_TRAIN_DEVICE=cpu"}, "", 6, config.DeviceCPU},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var got *parityOptions
+			s, _, _ := testStreams()
+			s.Env = c.env
+			cmd := newParityCmd(s, func(o *parityOptions) error { got = o; return nil })
+			cmd.SetArgs(c.args)
+			if err := cmd.Execute(); err != nil {
+				t.Fatal(err)
+			}
+			if got.c.Data.Dir != c.data || got.c.Data.Downscale != c.downscale || got.c.Train.Device != c.device {
+				t.Errorf("data %q downscale %d device %s; want %q %d %s", got.c.Data.Dir, got.c.Data.Downscale, got.c.Train.Device, c.data, c.downscale, c.device)
+			}
+		})
+	}
+	s, out, _ := testStreams()
+	if code := run([]string{"parity", "--set", "data.downscale=5", "--print-config"}, s); code != exitOK || !strings.Contains(out.String(), "data.downscale") {
+		t.Errorf("--print-config: exit %d, %q", code, out.String())
+	}
+}
 
 // The GPU comparison's flags are checked before any work, and --device cpu skips it in one line.
 func TestParityGPUFlags(t *testing.T) {
@@ -16,9 +61,11 @@ func TestParityGPUFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"parity", "--device", "tpu"}, "--device"},
+		{[]string{"parity", "--device", "tpu"}, "train.device"},
 		{[]string{"parity", "--downscale", "0"}, "--downscale"},
 		{[]string{"parity", "--max-splats", "0"}, "--max-splats"},
+		{[]string{"parity", "--set", "train.iteratons=3"}, "did you mean train.iterations"},
+		{[]string{"parity", "--set", "nokeyvalue"}, "want key=value"},
 	} {
 		s, _, errb := testStreams()
 		if code := run(c.args, s); code != exitUsage || !strings.Contains(errb.String(), c.want) {
@@ -26,7 +73,12 @@ func TestParityGPUFlags(t *testing.T) {
 		}
 	}
 	s, out, _ := testStreams()
-	if _, _, err := gpuParity(&parityOptions{device: "cpu"}, s); err != nil {
+	c, err := config.Defaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Train.Device = config.DeviceCPU
+	if _, _, err := gpuParity(&parityOptions{c: c}, s); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "skipped (--device cpu)") {
@@ -55,7 +107,12 @@ func TestParityCompareTable(t *testing.T) {
 // The dataset view of --data: a capped, anisotropic set of the duck's initial splats.
 func TestParityDatasetScene(t *testing.T) {
 	dir := sharedtest.Path(t, "data", "duck")
-	sc, err := datasetScene(&parityOptions{data: dir, downscale: 8, maxSplats: 500})
+	c, err := config.Defaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Data.Dir, c.Data.Downscale = dir, 8
+	sc, err := datasetScene(c, 500)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,8 +122,8 @@ func TestParityDatasetScene(t *testing.T) {
 	if err := sc.g.Validate(); err != nil {
 		t.Error(err)
 	}
-	c := sc.v.Camera
-	if len(sc.v.Target) != c.Width*c.Height*3 {
-		t.Errorf("target of %d floats for a %d×%d view", len(sc.v.Target), c.Width, c.Height)
+	cam := sc.v.Camera
+	if len(sc.v.Target) != cam.Width*cam.Height*3 {
+		t.Errorf("target of %d floats for a %d×%d view", len(sc.v.Target), cam.Width, cam.Height)
 	}
 }

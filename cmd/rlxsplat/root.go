@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	"github.com/rlxsplat/rlxsplat/configs"
 	"github.com/rlxsplat/rlxsplat/internal/app"
 	"github.com/rlxsplat/rlxsplat/internal/config"
+	"github.com/rlxsplat/rlxsplat/internal/convert"
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 )
 
@@ -26,14 +28,15 @@ const (
 	exitError  = 1   // the run failed: an input that cannot be read, a write that fails
 	exitUsage  = 2   // bad flags, arguments or configuration, or an --out that holds another run
 	exitCheck  = 3   // a parity check failed
-	exitDevice = 4   // the device asked for cannot be used (no GPU for --device cuda)
+	exitDevice = 4   // the device asked for cannot be used (no GPU for --device cuda), or COLMAP is missing
 	exitCancel = 130 // interrupted (Ctrl-C or SIGTERM)
 )
 
 // exitCodesHelp documents the exit codes in the root command's help.
 const exitCodesHelp = `Exit status: 0 success; 1 the run failed (an input that cannot be read, a
 failed write); 2 bad flags, arguments or configuration; 3 a parity check
-failed; 4 the device asked for cannot be used; 130 interrupted.`
+failed; 4 the device asked for cannot be used, or COLMAP (for convert) is
+missing; 130 interrupted.`
 
 // streams holds everything a command reads from or writes to the process,
 // so tests can run commands in memory.
@@ -84,6 +87,8 @@ func run(args []string, s *streams) int {
 		return exitCheck
 	case errors.Is(err, context.Canceled):
 		return exitCancel
+	case errors.Is(err, convert.ErrNoColmap):
+		return exitDevice
 	case errors.Is(err, app.ErrNoGPU):
 		fmt.Fprintln(s.Err, "Hint: run on the CPU with --device cpu, or --device auto to use a GPU only when one works.")
 		return exitDevice
@@ -129,7 +134,7 @@ and checks every gradient against finite differences.
 	root.SetErr(s.Err)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(newTrainCmd(s, nil), newRenderCmd(s, nil), newExportCmd(s, nil), newBenchCmd(s, nil), newParityCmd(s, nil), newViewCmd(s, nil))
+	root.AddCommand(newTrainCmd(s, nil), newRenderCmd(s, nil), newExportCmd(s, nil), newBenchCmd(s, nil), newParityCmd(s, nil), newViewCmd(s, nil), newConvertCmd(s, nil))
 	for _, c := range root.Commands() {
 		if c.Args == nil {
 			c.Args = cobra.NoArgs
@@ -148,28 +153,96 @@ func deviceHelp() string {
 }
 
 // addCompletions gives shell completion the values of the flags that take one of a known
-// set, on every command that has them.
+// set, and the kind of file or directory of those that name one, on every command that has
+// them.
 func addCompletions(c *cobra.Command) {
 	fixed := func(vals ...string) cobra.CompletionFunc {
 		return func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
 			return vals, cobra.ShellCompDirectiveNoFileComp
 		}
 	}
+	dirs := func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return nil, cobra.ShellCompDirectiveFilterDirs
+	}
+	files := func(exts ...string) cobra.CompletionFunc {
+		return func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			return exts, cobra.ShellCompDirectiveFilterFileExt
+		}
+	}
+	sceneFiles := files(sceneExts...)
 	values := map[string]cobra.CompletionFunc{
 		"device":   fixed(config.DeviceNames()...),
 		"render":   fixed(string(config.RenderEWA), string(config.RenderRay)),
 		"bin-mode": fixed(string(config.BinGPUConic), string(config.BinGPURadiusAABB), string(config.BinCPUConic)),
 		"split":    fixed("test", "train", "all"),
-		// A preset name or a YAML file: the presets, then the shell's own file completion.
-		"config": func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
-			return configs.Names(), cobra.ShellCompDirectiveDefault
-		},
+		"config":   completeConfig,
+		"data":     dirs,
+		"scene":    sceneFiles,
+		"ply":      sceneFiles,
+		"ckpt":     sceneFiles,
+		"resume":   files("ckpt"),
+	}
+	// A command's own set where it takes fewer values than the configuration does.
+	switch c.Name() {
+	case "parity":
+		values["device"] = fixed(parityDevices...)
+	case "train":
+		values["out"] = dirs
+	case "render":
+		values["out"] = dirs
+		values["format"] = fixed(orbitFormats...)
+	case "export":
+		values["out"] = files(exportExts...)
+		values["format"] = fixed(exportExts...)
 	}
 	for name, f := range values {
 		if c.Flags().Lookup(name) != nil {
 			_ = c.RegisterFlagCompletionFunc(name, f)
 		}
 	}
+}
+
+// sceneExts are the extensions of the scene files the readers take (they tell the format
+// by content; completion offers the usual names).
+var sceneExts = []string{"ply", "spz", "splat", "glb", "ckpt"}
+
+// exportExts are the formats export writes, also their extensions.
+var exportExts = []string{"spz", "splat", "ply", "glb"}
+
+// completeConfig offers the embedded presets and the YAML files and directories that start
+// with what has been typed: --config takes either.
+func completeConfig(_ *cobra.Command, _ []string, typed string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	var out []cobra.Completion
+	if !strings.ContainsAny(typed, `/\`) {
+		for _, n := range configs.Names() {
+			if strings.HasPrefix(n, typed) {
+				out = append(out, n)
+			}
+		}
+	}
+	matches, _ := filepath.Glob(globEscape(typed) + "*")
+	dir := false
+	for _, m := range matches {
+		fi, err := os.Stat(m)
+		switch {
+		case err != nil:
+		case fi.IsDir():
+			out = append(out, m+string(filepath.Separator))
+			dir = true
+		case strings.HasSuffix(m, ".yaml") || strings.HasSuffix(m, ".yml"):
+			out = append(out, m)
+		}
+	}
+	// A directory is a step on the way to a file: no space after it.
+	if dir {
+		return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+// globEscape quotes the characters filepath.Match treats as patterns.
+func globEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`).Replace(s)
 }
 
 // envValue is the last value of key in env (KEY=VALUE entries), trimmed; "" when unset.

@@ -115,6 +115,20 @@ const demoPreset = "demo"
 
 func runTrain(cmd *cobra.Command, o *trainOptions, c *config.Config, s *streams) error {
 	notice := func(msg string) { fmt.Fprintln(s.Err, "rlxsplat:", msg) }
+	// The run's identity comes first in the log, as in every file the run writes; a resumed
+	// run goes on under the ID of the run it continues.
+	runID := ""
+	if o.resume != "" {
+		id, err := train.CheckpointRunID(o.resume)
+		if err != nil {
+			return err
+		}
+		runID = id
+	}
+	if runID == "" {
+		runID = train.NewRunID(time.Now())
+	}
+	notice("run " + runID)
 	if o.resume == "" {
 		if err := claimOutDir(c.Output.Dir, o.force, notice); err != nil {
 			return err
@@ -142,6 +156,7 @@ func runTrain(cmd *cobra.Command, o *trainOptions, c *config.Config, s *streams)
 		notice(msg)
 	}
 	opt := app.TrainOptions(c, yaml)
+	opt.RunID = runID
 	stopView, err := startTrainView(cmd.Context(), &o.view, &opt, ds, src, s)
 	if err != nil {
 		return err
@@ -192,8 +207,8 @@ func runTrain(cmd *cobra.Command, o *trainOptions, c *config.Config, s *streams)
 	if c.Data.Dir == "" {
 		fmt.Fprintf(s.Err, "rlxsplat: that was the built-in demo scene. Train a capture with\n"+
 			"  rlxsplat train --data DIR     (a COLMAP folder: images/ + sparse/0, or a transforms.json set)\n"+
-			"(make one from your own photos with COLMAP: feature extraction, matching, mapping, then\n"+
-			"image_undistorter to PINHOLE; or download Mip-NeRF 360 or NeRF-synthetic scenes).\n")
+			"(make one from your own photos with `rlxsplat convert PHOTOS_DIR --out DIR`, which runs\n"+
+			"COLMAP; or download the Mip-NeRF 360 or NeRF-synthetic scenes).\n")
 	}
 	return nil
 }

@@ -53,15 +53,11 @@ func camArgs(cam *camera.Camera, set *engine.Settings, shDegree, n int) abi.Cam 
 	return c
 }
 
-// camDArgs is struct CamD: the float64 camera pixel_rays needs.
-func camDArgs(cam *camera.Camera) abi.CamD {
-	c := abi.CamD{Fx: cam.Fx, Fy: cam.Fy, Cx: cam.Cx, Cy: cam.Cy, W: int32(cam.Width), H: int32(cam.Height)}
-	for i := range 3 {
-		for j := range 3 {
-			c.R[3*i+j] = cam.R[i][j]
-		}
-	}
-	return c
+// rayCamArgs is struct RayCam: the camera pixel_rays needs, as prep.NewRayCam splits it (the
+// CPU engine's float32 rays come from the same values).
+func rayCamArgs(cam *camera.Camera) abi.RayCam {
+	rc := prep.NewRayCam(cam)
+	return abi.RayCam{R: rc.R, RLo: rc.RLo, F: rc.F, FLo: rc.FLo, W: int32(rc.W), H: int32(rc.H)}
 }
 
 // rasterArgs is struct Raster.

@@ -22,7 +22,6 @@ type words struct{ b []byte }
 func (w *words) f32(v float32) { w.b = binary.LittleEndian.AppendUint32(w.b, math.Float32bits(v)) }
 func (w *words) i32(v int32)   { w.b = binary.LittleEndian.AppendUint32(w.b, uint32(v)) }
 func (w *words) u32(v uint32)  { w.b = binary.LittleEndian.AppendUint32(w.b, v) }
-func (w *words) f64(v float64) { w.b = binary.LittleEndian.AppendUint64(w.b, math.Float64bits(v)) }
 
 // refCamBytes is struct Cam (shaders/common.h): 35 words. The float32 values are exactly those
 // of prep.NewCam, so that the device projects with the CPU's numbers.
@@ -72,18 +71,26 @@ func refCamBytes(cam *camera.Camera, set *engine.Settings, shDegree, n int) []by
 	return w.b
 }
 
-// refCamDBytes is struct CamD (shaders/project.cu): the float64 camera pixel_rays needs.
-func refCamDBytes(cam *camera.Camera) []byte {
+// refRayCamBytes is struct RayCam: each float64 camera value as a float32 pair (hi, then the
+// rest rounded): the rotation's nine highs, its nine lows, then fx, fy, cx, cy highs and lows,
+// then the size; 28 words.
+func refRayCamBytes(cam *camera.Camera) []byte {
 	var w words
+	vals := []float64{}
 	for i := 0; i < 3; i++ {
 		for j := 0; j < 3; j++ {
-			w.f64(cam.R[i][j])
+			vals = append(vals, cam.R[i][j])
 		}
 	}
-	w.f64(cam.Fx)
-	w.f64(cam.Fy)
-	w.f64(cam.Cx)
-	w.f64(cam.Cy)
+	intr := []float64{cam.Fx, cam.Fy, cam.Cx, cam.Cy}
+	for _, group := range [][]float64{vals, intr} {
+		for _, v := range group {
+			w.f32(float32(v))
+		}
+		for _, v := range group {
+			w.f32(float32(v - float64(float32(v))))
+		}
+	}
 	w.i32(int32(cam.Width))
 	w.i32(int32(cam.Height))
 	return w.b
@@ -216,9 +223,9 @@ func TestArgsBytesMatchReference(t *testing.T) {
 				}
 			}
 		}
-		d := camDArgs(cam)
-		if got, want := d.Bytes(), refCamDBytes(cam); !bytes.Equal(got, want) {
-			t.Errorf("camera %d: CamD bytes differ:\n got %x\nwant %x", ci, got, want)
+		d := rayCamArgs(cam)
+		if got, want := d.Bytes(), refRayCamBytes(cam); !bytes.Equal(got, want) {
+			t.Errorf("camera %d: RayCam bytes differ:\n got %x\nwant %x", ci, got, want)
 		}
 		for _, kind := range []loss.Kind{loss.L1SSIM, loss.MSE, loss.MSESSIM} {
 			l := lossArgs(kind, 0.2, cam.Width, cam.Height)

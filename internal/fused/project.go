@@ -24,7 +24,7 @@ func (e *Engine) pixelRays(cam *camera.Camera) error {
 		return nil
 	}
 	npx := uint32(cam.Width * cam.Height)
-	if err := e.k.PixelRays(gpu.BlocksFor(npx, 256), gpu.Dim3{256}, abi.PixelRaysArgs{Cam: camDArgs(cam), Rays: abi.B(e.rays)}); err != nil {
+	if err := e.k.PixelRays(gpu.BlocksFor(npx, 256), gpu.Dim3{256}, abi.PixelRaysArgs{Cam: rayCamArgs(cam), Rays: abi.B(e.rays)}); err != nil {
 		return err
 	}
 	c := *cam

@@ -44,11 +44,15 @@ var (
 )
 
 const (
-	panelW, panelH = 560, 320
+	panelW, panelH = 560, 340
 	marginL        = 64
 	marginR        = 16
-	marginT        = 28
-	marginB        = 40
+	// marginT holds the title and, below it, the legend: a legend inside the plot area
+	// covers data wherever it is put.
+	marginT = 48
+	marginB = 40
+	titleY  = 16 // baseline of the title, from the panel's top
+	legendY = 36 // baseline of the legend row
 )
 
 // Draw renders the panels side by side.
@@ -61,8 +65,13 @@ func Draw(panels []Panel) *image.RGBA {
 	return img
 }
 
+// plotArea is the rectangle of a panel's data.
+func plotArea(r image.Rectangle) image.Rectangle {
+	return image.Rect(r.Min.X+marginL, r.Min.Y+marginT, r.Max.X-marginR, r.Max.Y-marginB)
+}
+
 func drawPanel(img *image.RGBA, r image.Rectangle, p Panel) {
-	plotR := image.Rect(r.Min.X+marginL, r.Min.Y+marginT, r.Max.X-marginR, r.Max.Y-marginB)
+	plotR := plotArea(r)
 	xmin, xmax := math.Inf(1), math.Inf(-1)
 	ymin, ymax := math.Inf(1), math.Inf(-1)
 	tr := func(y float64) float64 {
@@ -83,46 +92,49 @@ func drawPanel(img *image.RGBA, r image.Rectangle, p Panel) {
 	}
 	grey := color.RGBA{200, 200, 200, 255}
 	black := color.RGBA{0, 0, 0, 255}
-	text(img, r.Min.X+marginL, r.Min.Y+18, p.Title, black)
+	text(img, r.Min.X+marginL, r.Min.Y+titleY, p.Title, black)
+	drawLegend(img, r, p.Series)
 	if math.IsInf(xmin, 0) {
 		text(img, plotR.Min.X+10, plotR.Min.Y+20, "no data", black)
+		rect(img, plotR, black)
 		return
 	}
 	if xmin > 0 && xmin <= 1 {
-		xmin = 0 // steps start at 1: round the axis to 0 so ticks fall on round numbers
+		xmin = 0 // steps start at 1: the axis starts at 0, a round number
 	}
-	if xmax == xmin {
-		xmax = xmin + 1
+	// The axes span whole tick intervals, so that the first and last ticks sit on the frame.
+	xt := linearTicks(xmin, xmax)
+	xmin, xmax = xt[0], xt[len(xt)-1]
+	var yt []float64 // in the plotted (log10 when LogY) space
+	if p.LogY {
+		yt = logTicks(ymin, ymax)
+	} else {
+		yt = linearTicks(ymin, ymax)
 	}
-	if ymax == ymin {
-		ymin, ymax = ymin-0.5, ymax+0.5
-	}
-	pad := 0.05 * (ymax - ymin)
-	ymin, ymax = ymin-pad, ymax+pad
+	ymin, ymax = yt[0], yt[len(yt)-1]
 	px := func(x float64) int {
 		return plotR.Min.X + int(math.Round((x-xmin)/(xmax-xmin)*float64(plotR.Dx()-1)))
 	}
 	py := func(y float64) int {
 		return plotR.Max.Y - 1 - int(math.Round((y-ymin)/(ymax-ymin)*float64(plotR.Dy()-1)))
 	}
-	// Grid and tick labels.
-	for k := 0; k <= 4; k++ {
-		y := ymin + (ymax-ymin)*float64(k)/4
+	for _, y := range yt {
 		yy := py(y)
 		hline(img, plotR.Min.X, plotR.Max.X, yy, grey)
-		lbl := y
+		lbl := tickLabel(y, yt)
 		if p.LogY {
-			lbl = math.Pow(10, y)
+			lbl = logTickLabel(y)
 		}
-		text(img, r.Min.X+4, yy+4, short(lbl), black)
-		x := xmin + (xmax-xmin)*float64(k)/4
+		text(img, plotR.Min.X-6-textWidth(lbl), yy+4, lbl, black)
+	}
+	for _, x := range xt {
 		xx := px(x)
 		vline(img, xx, plotR.Min.Y, plotR.Max.Y, grey)
-		text(img, xx-12, plotR.Max.Y+16, strconv.FormatFloat(math.Round(x), 'f', 0, 64), black)
+		lbl := tickLabel(x, xt)
+		text(img, xx-textWidth(lbl)/2, plotR.Max.Y+16, lbl, black)
 	}
-	text(img, plotR.Min.X+plotR.Dx()/2-20, r.Max.Y-6, p.XLabel, black)
-	// Series and legend.
-	for si, s := range p.Series {
+	text(img, plotR.Min.X+plotR.Dx()/2-textWidth(p.XLabel)/2, r.Max.Y-6, p.XLabel, black)
+	for _, s := range p.Series {
 		prevOK := false
 		var x0, y0 int
 		for j := range s.X {
@@ -138,12 +150,20 @@ func drawPanel(img *image.RGBA, r image.Rectangle, p Panel) {
 			}
 			x0, y0, prevOK = x1, y1, true
 		}
-		lx := plotR.Max.X - 150
-		ly := plotR.Min.Y + 14 + 14*si
-		hline(img, lx, lx+18, ly-4, s.Color)
-		text(img, lx+24, ly, s.Name, black)
 	}
 	rect(img, plotR, black)
+}
+
+// drawLegend writes the series' names in one row between the title and the plot area.
+func drawLegend(img *image.RGBA, r image.Rectangle, series []Series) {
+	black := color.RGBA{0, 0, 0, 255}
+	x := r.Min.X + marginL
+	for _, s := range series {
+		hline(img, x, x+18, r.Min.Y+legendY-4, s.Color)
+		hline(img, x, x+18, r.Min.Y+legendY-3, s.Color)
+		text(img, x+24, r.Min.Y+legendY, s.Name, black)
+		x += 24 + textWidth(s.Name) + 16
+	}
 }
 
 func short(v float64) string {

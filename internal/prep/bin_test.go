@@ -136,3 +136,143 @@ func TestBinMatchesNaive(t *testing.T) {
 		}
 	}
 }
+
+// tileHitF64 is the tile test in float64 from float32 inputs: the reference
+// for TileHit's decisions.
+func tileHitF64(cx, cy, qa, qb, qc float32, px0, py0, px1, py1 int) bool {
+	if qa == 0 && qb == 0 && qc == 0 {
+		return true
+	}
+	x0, x1 := float64(px0)+0.5, float64(px1)-0.5
+	y0, y1 := float64(py0)+0.5, float64(py1)-0.5
+	fcx, fcy := float64(cx), float64(cy)
+	if fcx >= x0 && fcx <= x1 && fcy >= y0 && fcy <= y1 {
+		return true
+	}
+	a, b, c := float64(qa), float64(qb), float64(qc)
+	best := math.Inf(1)
+	for _, xe := range [2]float64{x0, x1} {
+		dx := xe - fcx
+		y := min(max(fcy-b*dx/c, y0), y1)
+		dy := y - fcy
+		best = min(best, a*dx*dx+2*b*dx*dy+c*dy*dy)
+	}
+	for _, ye := range [2]float64{y0, y1} {
+		dy := ye - fcy
+		x := min(max(fcx-b*dy/a, x0), x1)
+		dx := x - fcx
+		best = min(best, a*dx*dx+2*b*dx*dy+c*dy*dy)
+	}
+	return best <= 1
+}
+
+// ellipseQ is the float32 footprint matrix of an ellipse with semi-axes s1, s2
+// (pixels) at angle th, and its half extents.
+func ellipseQ(s1, s2, th float64) (qa, qb, qc float32, ex, ey float64) {
+	l1, l2 := 1/(s1*s1), 1/(s2*s2)
+	c, s := math.Cos(th), math.Sin(th)
+	qa, qb, qc = float32(l1*c*c+l2*s*s), float32((l1-l2)*c*s), float32(l1*s*s+l2*c*c)
+	ex = math.Sqrt(s1*s1*c*c + s2*s2*s*s)
+	ey = math.Sqrt(s1*s1*s*s + s2*s2*c*c)
+	return
+}
+
+// TileHit's float32 instance never drops a tile the float64 test keeps, and adds
+// few: every tile around random ellipses from 0.01 to 3000 px (thin ones with
+// axis ratios to 10⁻⁵), centres up to 10⁵ px from the origin, and circles that
+// touch a pixel centre of the tile exactly (minimum 1, the tie).
+func TestTileHitFloat32IsConservative(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testSeed, 17))
+	const ts = 16
+	type tally struct{ tiles, hits, extra, missing int }
+	var all tally
+	check := func(name string, cx, cy, qa, qb, qc float32, tx0, ty0, tx1, ty1 int, tl *tally) {
+		for ty := ty0; ty < ty1; ty++ {
+			for tx := tx0; tx < tx1; tx++ {
+				px0, py0 := tx*ts, ty*ts
+				want := tileHitF64(cx, cy, qa, qb, qc, px0, py0, px0+ts, py0+ts)
+				got := TileHit(cx, cy, qa, qb, qc, px0, py0, px0+ts, py0+ts)
+				tl.tiles++
+				if want {
+					tl.hits++
+				}
+				switch {
+				case want && !got:
+					tl.missing++
+					if tl.missing <= 3 {
+						t.Errorf("%s: tile (%d,%d) of c=(%v,%v) Q=(%v,%v,%v): float64 keeps it, float32 drops it",
+							name, tx, ty, cx, cy, qa, qb, qc)
+					}
+				case got && !want:
+					tl.extra++
+				}
+			}
+		}
+	}
+	cases := []struct {
+		name        string
+		n           int
+		smin, smax  float64 // semi-axis range, log-uniform
+		ratio       float64 // smallest axis ratio
+		centre      float64 // centres in [0, centre)
+		axisAligned bool
+	}{
+		{"typical", 20000, 0.3, 300, 0.05, 4000, false},
+		{"thin", 20000, 0.5, 3000, 1e-5, 4000, false},
+		{"thin-1e-3", 20000, 0.5, 3000, 1e-3, 4000, false},
+		{"tiny", 20000, 0.01, 1, 0.1, 4000, false},
+		{"far", 5000, 1, 100, 0.01, 1e5, false},
+		{"axis-aligned", 5000, 0.3, 300, 0.01, 4000, true},
+	}
+	for _, tc := range cases {
+		var tl tally
+		for range tc.n {
+			s1 := tc.smin * math.Pow(tc.smax/tc.smin, rng.Float64())
+			s2 := s1 * math.Pow(tc.ratio, rng.Float64())
+			th := rng.Float64() * math.Pi
+			if tc.axisAligned {
+				th = float64(rng.IntN(4)) * math.Pi / 2
+			}
+			qa, qb, qc, ex, ey := ellipseQ(s1, s2, th)
+			cx, cy := float32(rng.Float64()*tc.centre), float32(rng.Float64()*tc.centre)
+			// The tiles of the box and one ring around it, at most 24×24.
+			ex, ey = min(ex, 12*ts), min(ey, 12*ts)
+			tx0, tx1 := int(math.Floor((float64(cx)-ex)/ts))-1, int(math.Floor((float64(cx)+ex)/ts))+2
+			ty0, ty1 := int(math.Floor((float64(cy)-ey)/ts))-1, int(math.Floor((float64(cy)+ey)/ts))+2
+			check(tc.name, cx, cy, qa, qb, qc, tx0, ty0, tx1, ty1, &tl)
+		}
+		t.Logf("%-12s %8d tiles, %7d hits, %5d extra (%.4f%%), %d missing", tc.name, tl.tiles, tl.hits, tl.extra,
+			100*float64(tl.extra)/float64(tl.tiles), tl.missing)
+		all.tiles, all.hits, all.extra, all.missing = all.tiles+tl.tiles, all.hits+tl.hits, all.extra+tl.extra, all.missing+tl.missing
+		if tl.hits < tl.tiles/20 || tl.hits == tl.tiles {
+			t.Fatalf("%s: %d hits of %d tiles: the case does not exercise both outcomes", tc.name, tl.hits, tl.tiles)
+		}
+	}
+	// Ties: circles of radius r centred r to the left of (or above, or diagonal
+	// to) a pixel centre of the tile, so that the minimum is 1 up to rounding.
+	var tie tally
+	for range 20000 {
+		r := float64(float32(0.5 + rng.Float64()*200))
+		px0, py0 := (1+rng.IntN(200))*ts, (1+rng.IntN(200))*ts
+		q := float32(1 / (r * r))
+		var cx, cy float32
+		switch rng.IntN(3) {
+		case 0:
+			cx, cy = float32(float64(px0)+0.5-r), float32(float64(py0)+0.5+float64(rng.IntN(ts)))
+		case 1:
+			cx, cy = float32(float64(px0)+0.5+float64(rng.IntN(ts))), float32(float64(py0)+0.5-r)
+		default:
+			cx, cy = float32(float64(px0)+0.5-r/math.Sqrt2), float32(float64(py0)+0.5-r/math.Sqrt2)
+		}
+		check("tie", cx, cy, q, 0, q, px0/ts, py0/ts, px0/ts+1, py0/ts+1, &tie)
+	}
+	t.Logf("%-12s %8d tiles, %7d hits, %5d extra (%.4f%%), %d missing", "tie", tie.tiles, tie.hits, tie.extra,
+		100*float64(tie.extra)/float64(tie.tiles), tie.missing)
+	if all.missing+tie.missing > 0 {
+		t.Fatalf("%d tiles the float64 test keeps were dropped", all.missing+tie.missing)
+	}
+	// The bound's price: at most 0.5% more tiles over the random cases.
+	if all.extra*200 > all.tiles {
+		t.Fatalf("%d extra tiles of %d: the error bound is too loose", all.extra, all.tiles)
+	}
+}

@@ -276,23 +276,73 @@ func projectEWA[F splat.Float](cam *Cam[F], set *Settings, st *splatGeom[F], i i
 
 // setRect writes the tile box of a footprint centred at (mx, my) with half
 // extents (ex, ey) in pixels, and reports whether it touches the image.
-// A pixel x is covered when its centre x+0.5 lies in [mx−ex, mx+ex].
+// A pixel x is covered when its centre x+0.5 lies in [mx−ex, mx+ex], so the
+// box is the tiles floor((v − 0.5)/ts) of its ends v (tileIndex), without
+// float64: the kernel twin (project.cu's set_rect) must run where there is none.
+// A box with a NaN end, or reaching −∞ on one side and +∞ on another, touches
+// nothing.
 func setRect[F splat.Float](cam *Cam[F], ts int, mx, my, ex, ey F, i int, out *ProjectedOf[F]) bool {
 	tx, ty := cam.TilesX(ts), cam.TilesY(ts)
-	fx0 := math.Floor((float64(mx-ex) - 0.5) / float64(ts))
-	fx1 := math.Floor((float64(mx+ex)-0.5)/float64(ts)) + 1
-	fy0 := math.Floor((float64(my-ey) - 0.5) / float64(ts))
-	fy1 := math.Floor((float64(my+ey)-0.5)/float64(ts)) + 1
-	if math.IsNaN(fx0+fx1+fy0+fy1) || fx1 <= 0 || fy1 <= 0 || fx0 >= float64(tx) || fy0 >= float64(ty) {
+	vx0, vx1, vy0, vy1 := mx-ex, mx+ex, my-ey, my+ey
+	if !boxEndsOK(vx0, vx1, vy0, vy1) {
 		return false
 	}
-	x0, x1 := int32(max(fx0, 0)), int32(min(fx1, float64(tx)))
-	y0, y1 := int32(max(fy0, 0)), int32(min(fy1, float64(ty)))
+	qx0, qx1 := tileIndex(vx0, ts, tx), tileIndex(vx1, ts, tx)
+	qy0, qy1 := tileIndex(vy0, ts, ty), tileIndex(vy1, ts, ty)
+	if qx1 < 0 || qy1 < 0 || qx0 >= tx || qy0 >= ty {
+		return false
+	}
+	x0, x1 := int32(max(qx0, 0)), int32(min(qx1+1, tx))
+	y0, y1 := int32(max(qy0, 0)), int32(min(qy1+1, ty))
 	if x0 >= x1 || y0 >= y1 {
 		return false
 	}
 	out.Rect[i*4], out.Rect[i*4+1], out.Rect[i*4+2], out.Rect[i*4+3] = x0, y0, x1, y1
 	return true
+}
+
+// boxEndsOK is false when an end is NaN or the ends reach both −∞ and +∞: the
+// cases where the sum of the four tile indices, taken in real arithmetic,
+// would be undefined (as the box's float64 evaluation rejects exactly these).
+func boxEndsOK[F splat.Float](v0, v1, v2, v3 F) bool {
+	inf, ninf := F(math.Inf(1)), F(math.Inf(-1))
+	pos := v0 == inf || v1 == inf || v2 == inf || v3 == inf
+	neg := v0 == ninf || v1 == ninf || v2 == ninf || v3 == ninf
+	return !isNaN(v0) && !isNaN(v1) && !isNaN(v2) && !isNaN(v3) && !(pos && neg)
+}
+
+// tileIndex is floor((v − 0.5)/ts) clamped to [−1, tiles], computed exactly
+// in F's own precision and integers (v not NaN; ts ≥ 1; tiles·ts + 1 ≤ 2²³,
+// images up to about 8 million pixels a side).
+//
+// Why it is exact: outside (−1, tiles·ts + 1) the clamp decides (v ≤ −1 gives
+// (v−0.5)/ts ≤ −1.5/ts, whose floor is ≤ −1; v ≥ tiles·ts + 1 gives a
+// quotient ≥ tiles + 0.5/ts). Inside, f = floor(v) is an integer of magnitude
+// below 2²³ (truncation, corrected by one comparison), so f and f + 0.5 are
+// exact in float32 and the comparison
+// v < f + 0.5 decides floor(v − 0.5) ∈ {f − 1, f} with no rounding; the
+// division is then integer floor division, and floor(floor(x)/ts) =
+// floor(x/ts) for a positive integer ts.
+func tileIndex[F splat.Float](v F, ts, tiles int) int {
+	if v <= -1 {
+		return -1
+	}
+	if v >= F(tiles*ts+1) {
+		return tiles
+	}
+	g := int(v) // truncation toward zero
+	if v < F(g) {
+		g-- // floor(v)
+	}
+	if v < F(g)+0.5 {
+		g-- // floor(v − 0.5)
+	}
+	// g ≥ −2 here, so floor division needs only the one correction.
+	q := g / ts
+	if g < 0 && q*ts != g {
+		q--
+	}
+	return min(max(q, -1), tiles)
 }
 
 func projectRay[F splat.Float](cam *Cam[F], set *Settings, st *splatGeom[F], i int, out *ProjectedOf[F]) bool {
@@ -339,83 +389,53 @@ func (k *Cam[F]) pixel(x, y F) (F, F) {
 // w = (x_n, y_n, 1) (design.md §4.2; this is the dual-quadric projection).
 // With lens distortion the conic's boundary is pushed through the lens and
 // bounded by its box, conservatively; so is a splat whose ellipsoid reaches
-// the camera plane, which may cover any pixel.
+// the camera plane, which may cover any pixel. The conic comes from rayConic,
+// in df arithmetic and a form without cancellation: against the formula in
+// 256-bit arithmetic every float32 output (centre, Q, radius) is within 2⁻²³
+// relative and the tile box the same, from near splats to 10⁶ and more of
+// their smallest axis away (TestRayFootprintDFAgainstExact), where a float64
+// evaluation of the quadric form above loses up to all its digits.
 func rayFootprint[F splat.Float](cam *Cam[F], set *Settings, st *splatGeom[F], r2 F, i int, out *ProjectedOf[F]) bool {
-	// K = (W·R)·diag(1/(σ²r²))·(W·R)ᵀ in float64: the silhouette is
-	// ill-conditioned for thin splats and only bounds, never renders.
-	var wr [3][3]float64
-	for r := 0; r < 3; r++ {
-		for c := 0; c < 3; c++ {
-			wr[r][c] = float64(cam.R[r][0]*st.rq[0][c] + cam.R[r][1]*st.rq[1][c] + cam.R[r][2]*st.rq[2][c])
-		}
-	}
-	var k [3][3]float64
-	for r := 0; r < 3; r++ {
-		for c := 0; c < 3; c++ {
-			var v float64
-			for j := 0; j < 3; j++ {
-				s := float64(st.s[j])
-				v += wr[r][j] * wr[c][j] / (s * s * float64(r2))
-			}
-			k[r][c] = v
-		}
-	}
-	m := [3]float64{float64(st.p[0]), float64(st.p[1]), float64(st.p[2])}
-	var km [3]float64
-	for r := 0; r < 3; r++ {
-		km[r] = k[r][0]*m[0] + k[r][1]*m[1] + k[r][2]*m[2]
-	}
-	mkm := km[0]*m[0] + km[1]*m[1] + km[2]*m[2]
 	whole := func() bool {
 		out.BoundCenter[i*2], out.BoundCenter[i*2+1] = F(cam.W)/2, F(cam.H)/2
 		out.BoundQ[i*3], out.BoundQ[i*3+1], out.BoundQ[i*3+2] = 0, 0, 0
 		out.Radius[i] = F(max(cam.W, cam.H))
 		return setRect(cam, set.TileSize, F(cam.W)/2, F(cam.H)/2, F(cam.W), F(cam.H), i, out)
 	}
-	if mkm <= 1 {
-		return whole() // the camera is inside the footprint ellipsoid
-	}
-	var mm [3][3]float64
-	for r := 0; r < 3; r++ {
-		for c := 0; c < 3; c++ {
-			mm[r][c] = km[r]*km[c] - (mkm-1)*k[r][c]
-		}
-	}
-	// In normalised coordinates (x_n, y_n): value = [x y 1]·mm·[x y 1]ᵀ ≥ 0.
-	// Centre form: c0 = −N2⁻¹n, Q = −N2/kk with kk = n33 − nᵀN2⁻¹n.
-	n2a, n2b, n2c := mm[0][0], mm[0][1], mm[1][1]
-	det := n2a*n2c - n2b*n2b
-	if !(det > 0) || !(n2a < 0) {
-		return whole() // not an ellipse: the footprint reaches the camera plane
-	}
-	nx, ny := mm[0][2], mm[1][2]
-	c0x := -(n2c*nx - n2b*ny) / det
-	c0y := -(-n2b*nx + n2a*ny) / det
-	kk := mm[2][2] + nx*c0x + ny*c0y
-	if !(kk > 0) {
+	c, state := rayConic(cam, st, r2)
+	switch state {
+	case coneWhole:
+		return whole() // the footprint reaches the camera plane (or the camera is inside it)
+	case coneNone:
 		return false
 	}
-	// Normalised-coordinate ellipse (p−c0)ᵀ·Qn·(p−c0) ≤ 1 with Qn = −N2/kk.
-	qa, qb, qc := -n2a/kk, -n2b/kk, -n2c/kk
-	qdet := qa*qc - qb*qb
-	// Half extents: sqrt of the diagonal of Qn⁻¹.
-	exn, eyn := math.Sqrt(qc/qdet), math.Sqrt(qa/qdet)
-	fx, fy := float64(cam.Fx), float64(cam.Fy)
 	if cam.Dist.IsPinhole() {
 		// Pixels p = f·x_n + c: the conic scales by 1/f².
-		cx, cy := fx*c0x+float64(cam.Cx), fy*c0y+float64(cam.Cy)
-		pa, pb, pc := qa/(fx*fx), qb/(fx*fy), qc/(fy*fy)
-		out.BoundCenter[i*2], out.BoundCenter[i*2+1] = F(cx), F(cy)
-		out.BoundQ[i*3], out.BoundQ[i*3+1], out.BoundQ[i*3+2] = F(pa), F(pb), F(pc)
-		ex, ey := fx*exn, fy*eyn
-		out.Radius[i] = F(3 / math.Sqrt(float64(r2)) * semiMajor(pa, pb, pc))
-		return setRect(cam, set.TileSize, F(cx), F(cy), F(ex), F(ey), i, out)
+		fx, fy := dfOf(cam.Fx), dfOf(cam.Fy)
+		fxx, fxy, fyy := fx.mul(fx), fx.mul(fy), fy.mul(fy)
+		cx, cy := fx.mul(c.c0x).add(dfOf(cam.Cx)), fy.mul(c.c0y).add(dfOf(cam.Cy))
+		pa, pb, pc := c.qa.div(fxx), c.qb.div(fxy), c.qc.div(fyy)
+		out.BoundCenter[i*2], out.BoundCenter[i*2+1] = cx.hi, cy.hi
+		out.BoundQ[i*3], out.BoundQ[i*3+1], out.BoundQ[i*3+2] = pa.hi, pb.hi, pc.hi
+		ex, ey := fx.mul(c.exn), fy.mul(c.eyn)
+		// 3/r times the longest semi-axis, 1/sqrt of the smaller eigenvalue of
+		// [[pa,pb],[pb,pc]], taken as det/(larger one) = det/(mid + d) with
+		// d = sqrt(¼(pa−pc)² + pb²), so that thin ellipses lose nothing.
+		mid := dfOf(F(0.5)).mul(pa.add(pc))
+		dd := dfOf(F(0.25)).mul(pa.sub(pc)).mul(pa.sub(pc)).add(pb.mul(pb))
+		// det(Qn)/(fx²fy²) = det/(kk·fx²)/(kk·fy²): in this order every step stays in range.
+		pdet := c.det.div(c.kk.mul(fxx)).div(c.kk.mul(fyy))
+		semi := mid.add(dd.sqrt()).div(pdet).sqrt()
+		out.Radius[i] = dfOf(F(3)).div(dfOf(r2).sqrt()).mul(semi).hi
+		return setRect(cam, set.TileSize, cx.hi, cy.hi, ex.hi, ey.hi, i, out)
 	}
+	c0x, c0y := c.c0x.f64(), c.c0y.f64()
+	fx, fy := float64(cam.Fx), float64(cam.Fy)
 	// Distorted lens: sample the ellipse boundary, push it through the lens,
 	// take the box with a margin, and let every tile in the box test in.
 	x0, y0, x1, y1 := math.Inf(1), math.Inf(1), math.Inf(-1), math.Inf(-1)
 	// Principal axes of Qn for a parametrisation of the boundary.
-	l1, l2, v1x, v1y := eigSym2(qa, qb, qc)
+	l1, l2, v1x, v1y := eigSym2(c.qa.f64(), c.qb.f64(), c.qc.f64())
 	const samples = 64
 	for s := 0; s < samples; s++ {
 		t := 2 * math.Pi * float64(s) / samples
@@ -436,10 +456,106 @@ func rayFootprint[F splat.Float](cam *Cam[F], set *Settings, st *splatGeom[F], r
 	return setRect(cam, set.TileSize, F(cx), F(cy), F(ex), F(ey), i, out)
 }
 
-// semiMajor is the longest semi-axis of the ellipse dᵀ[[a,b],[b,c]]d ≤ 1.
-func semiMajor(a, b, c float64) float64 {
-	l1, l2, _, _ := eigSym2(a, b, c)
-	return 1 / math.Sqrt(math.Min(l1, l2))
+// rayCone is the silhouette of rayFootprint in normalised coordinates: the
+// ellipse (p−c0)ᵀ·Qn·(p−c0) ≤ 1, Qn = [[qa, qb], [qb, qc]] = A/kk with
+// det = det(A), and its half extents exn, eyn (the square roots of Qn⁻¹'s
+// diagonal).
+type rayCone[F splat.Float] struct {
+	c0x, c0y, qa, qb, qc, det, kk, exn, eyn df[F]
+}
+
+// rayConic's outcomes: an ellipse, no ellipse (the camera is inside the
+// footprint ellipsoid or the silhouette is unbounded: the whole image), or
+// nothing (out of range).
+const (
+	coneEllipse = iota
+	coneWhole
+	coneNone
+)
+
+// rayConic computes rayCone in df arithmetic, in a form free of the
+// cancellation that the quadric form of the silhouette suffers for distant
+// and thin splats.
+//
+// With the ellipsoid {y : |B(y − m)|² ≤ 1}, B = diag(1/(σⱼr))·(W·R)ᵀ, and
+// c = Bm, a ray t·w meets it iff, splitting u = Bw along ĉ = c/|c| as
+// u = αĉ + u⊥, α² ≥ (|c|² − 1)·|u⊥|² (the cone tangent to the ellipsoid;
+// |c| ≤ 1: the camera is inside). Through w = w₀ + δ with w₀ = m/m_z (the
+// centre's image, where u = c/m_z is along ĉ) and δ = (δx, δy, 0), and with B
+// scaled by λ = σmin·r (which leaves the condition alone) and the condition
+// divided by h² = |c|² − 1:
+//
+//	(a₀ + g′ᵀδ)² ≥ |Q⊥δ|²,  a₀ = |c̃|/(m_z·h), g′ = B̃ₓᵧᵀĉ/h, Q⊥ = (I − ĉĉᵀ)B̃ₓᵧ,
+//
+// where B̃ = λB = diag(σmin/σⱼ)·(W·R)ᵀ, c̃ = B̃m and 1/h = λ/sqrt(|c̃|² − λ²).
+// With A = Q⊥ᵀQ⊥ − g′g′ᵀ this is (δ − δ₀)ᵀA(δ − δ₀) ≤ kk with δ₀ = a₀A⁻¹g′
+// and kk = a₀²(1 + g′ᵀA⁻¹g′): an ellipse iff A is positive definite, and then
+// kk is a sum of positive terms. Every quantity is of order one or a₀ (about
+// σ/z), so nothing leaves float32's range for σ/z above about 10⁻¹⁹.
+func rayConic[F splat.Float](cam *Cam[F], st *splatGeom[F], r2 F) (c rayCone[F], state int) {
+	var wr [3][3]F
+	for r := 0; r < 3; r++ {
+		for k := 0; k < 3; k++ {
+			wr[r][k] = F(cam.R[r][0]*st.rq[0][k]) + F(cam.R[r][1]*st.rq[1][k]) + F(cam.R[r][2]*st.rq[2][k])
+		}
+	}
+	smin := min(st.s[0], st.s[1], st.s[2])
+	if !(smin > 0) || !(r2 > 0) || !(st.p[2] > 0) {
+		return c, coneWhole
+	}
+	lam := dfOf(smin).mul(dfOf(r2).sqrt())
+	// B̃ row j = (σmin/σⱼ)·(column j of W·R); c̃ = B̃m.
+	var bt [3][3]df[F]
+	var ct [3]df[F]
+	for j := 0; j < 3; j++ {
+		t := dfOf(smin).div(dfOf(st.s[j]))
+		for k := 0; k < 3; k++ {
+			bt[j][k] = t.mul(dfOf(wr[k][j]))
+		}
+		ct[j] = bt[j][0].mul(dfOf(st.p[0])).add(bt[j][1].mul(dfOf(st.p[1]))).add(bt[j][2].mul(dfOf(st.p[2])))
+	}
+	cn2 := ct[0].mul(ct[0]).add(ct[1].mul(ct[1])).add(ct[2].mul(ct[2]))
+	h2 := cn2.sub(lam.mul(lam))
+	if !(h2.hi > 0) {
+		return c, coneWhole // the camera is inside the footprint ellipsoid (NaN: out of range)
+	}
+	cn := cn2.sqrt()
+	ih := lam.div(h2.sqrt()) // 1/h
+	var chat [3]df[F]
+	for j := 0; j < 3; j++ {
+		chat[j] = ct[j].div(cn)
+	}
+	var g [2]df[F]
+	var qp [3][2]df[F]
+	for k := 0; k < 2; k++ {
+		g[k] = bt[0][k].mul(chat[0]).add(bt[1][k].mul(chat[1])).add(bt[2][k].mul(chat[2]))
+		for j := 0; j < 3; j++ {
+			qp[j][k] = bt[j][k].sub(chat[j].mul(g[k]))
+		}
+		g[k] = g[k].mul(ih)
+	}
+	a0 := cn.div(dfOf(st.p[2])).mul(ih)
+	gram := func(k, l int) df[F] {
+		return qp[0][k].mul(qp[0][l]).add(qp[1][k].mul(qp[1][l])).add(qp[2][k].mul(qp[2][l])).sub(g[k].mul(g[l]))
+	}
+	a00, a01, a11 := gram(0, 0), gram(0, 1), gram(1, 1)
+	det := a00.mul(a11).sub(a01.mul(a01))
+	if !(det.hi > 0) || !(a00.hi > 0) || math.IsInf(float64(det.hi), 0) {
+		return c, coneWhole // not an ellipse: the footprint reaches the camera plane
+	}
+	v0 := a11.mul(g[0]).sub(a01.mul(g[1])).div(det)
+	v1 := a00.mul(g[1]).sub(a01.mul(g[0])).div(det)
+	kk := a0.mul(a0).mul(dfOf(F(1)).add(g[0].mul(v0)).add(g[1].mul(v1)))
+	if !(kk.hi > 0) {
+		return c, coneNone
+	}
+	c.c0x = dfOf(st.p[0]).div(dfOf(st.p[2])).add(a0.mul(v0))
+	c.c0y = dfOf(st.p[1]).div(dfOf(st.p[2])).add(a0.mul(v1))
+	c.qa, c.qb, c.qc = a00.div(kk), a01.div(kk), a11.div(kk)
+	c.det, c.kk = det, kk
+	// Qn⁻¹'s diagonal: qc/qdet = a11·kk/det, qa/qdet = a00·kk/det.
+	c.exn, c.eyn = a11.mul(kk).div(det).sqrt(), a00.mul(kk).div(det).sqrt()
+	return c, coneEllipse
 }
 
 // eigSym2 returns the eigenvalues of [[a,b],[b,c]] and the unit eigenvector
@@ -457,4 +573,130 @@ func eigSym2(a, b, c float64) (l1, l2, vx, vy float64) {
 	}
 	n := math.Hypot(vx, vy)
 	return l1, l2, vx / n, vy / n
+}
+
+// df is the unevaluated sum hi + lo of two F values with |lo| ≤ ½ulp(hi): about
+// twice F's significand from F arithmetic alone (Dekker's double-length
+// arithmetic). The ray model's silhouette and the pixel rays need more than
+// float32 and the kernels cannot have float64 (Metal has none), so the float32
+// instance of these operations is what project.cu's df_* helpers do, operation
+// for operation. Every product is rounded on its own (F(…)), so that no
+// compiler fuses it into a multiply-add, which would change the error terms.
+type df[F splat.Float] struct{ hi, lo F }
+
+func dfOf[F splat.Float](x F) df[F] { return df[F]{x, 0} }
+
+// dfSplitter is Veltkamp's 2^⌈p/2⌉ + 1 for F's p-bit significand.
+func dfSplitter[F splat.Float]() F {
+	if F(0x1p-30) != F(0x1p-30)+F(0x1p-60) { // F keeps more than 30 bits: float64
+		return 134217729
+	}
+	return 4097
+}
+
+// twoSum returns a + b rounded and its exact rounding error (Knuth).
+func twoSum[F splat.Float](a, b F) (s, e F) {
+	s = a + b
+	bb := s - a
+	e = (a - (s - bb)) + (b - bb)
+	return s, e
+}
+
+// twoProd returns a·b rounded and its exact rounding error (Dekker's product
+// with Veltkamp's split; exact unless a product underflows or overflows).
+func twoProd[F splat.Float](a, b F) (p, e F) {
+	c := dfSplitter[F]()
+	p = F(a * b)
+	ca, cb := F(c*a), F(c*b)
+	ah, bh := ca-(ca-a), cb-(cb-b)
+	al, bl := a-ah, b-bh
+	e = ((F(ah*bh) - p) + F(ah*bl) + F(al*bh)) + F(al*bl)
+	return p, e
+}
+
+// dfNorm renormalises s + e (|e| small against s).
+func dfNorm[F splat.Float](s, e F) df[F] {
+	hi := s + e
+	return df[F]{hi, e - (hi - s)}
+}
+
+func (a df[F]) add(b df[F]) df[F] {
+	s, e := twoSum(a.hi, b.hi)
+	return dfNorm(s, e+(a.lo+b.lo))
+}
+
+func (a df[F]) neg() df[F] { return df[F]{-a.hi, -a.lo} }
+
+func (a df[F]) sub(b df[F]) df[F] { return a.add(b.neg()) }
+
+func (a df[F]) mul(b df[F]) df[F] {
+	p, e := twoProd(a.hi, b.hi)
+	return dfNorm(p, e+(F(a.hi*b.lo)+F(a.lo*b.hi)))
+}
+
+// div: q1 = a/b in F, then one correction from the remainder a − b·q1.
+func (a df[F]) div(b df[F]) df[F] {
+	q1 := a.hi / b.hi
+	r := a.sub(b.mul(dfOf(q1)))
+	q2 := r.hi / b.hi
+	return dfNorm(q1, q2)
+}
+
+// sqrt: x = √hi in F (correctly rounded), then one Newton correction; a value
+// that is not positive gives F's √hi (0, or NaN for a negative one).
+func (a df[F]) sqrt() df[F] {
+	x := F(math.Sqrt(float64(a.hi)))
+	if !(a.hi > 0) || math.IsInf(float64(a.hi), 1) {
+		return dfOf(x)
+	}
+	p, e := twoProd(x, x)
+	r := a.sub(df[F]{p, e})
+	return dfNorm(x, r.hi/F(2*x))
+}
+
+// f64 is the value in float64, for the host-only distorted-lens bound.
+func (a df[F]) f64() float64 { return float64(a.hi) + float64(a.lo) }
+
+// RayCam is a pinhole camera as the ray model's pixel rays need it: every
+// float64 parameter as a float32 pair hi + lo (hi = float32(x), lo the rest
+// rounded), which keeps about 48 bits of it without float64 (project.cu's
+// pixel_rays, on devices without it, takes this very struct).
+type RayCam struct {
+	R, RLo [9]float32 // world-to-camera rotation, row-major
+	F, FLo [4]float32 // fx, fy, cx, cy
+	W, H   int
+}
+
+// NewRayCam splits cam's rotation and intrinsics into float32 pairs.
+func NewRayCam(cam *camera.Camera) RayCam {
+	split := func(x float64) (float32, float32) {
+		hi := float32(x)
+		return hi, float32(x - float64(hi))
+	}
+	rc := RayCam{W: cam.Width, H: cam.Height}
+	for i := 0; i < 9; i++ {
+		rc.R[i], rc.RLo[i] = split(cam.R[i/3][i%3])
+	}
+	for i, v := range [4]float64{cam.Fx, cam.Fy, cam.Cx, cam.Cy} {
+		rc.F[i], rc.FLo[i] = split(v)
+	}
+	return rc
+}
+
+// Ray is the unit world direction through the centre of pixel (x, y), in
+// df arithmetic: with d = ((x+½ − cx)/fx, (y+½ − cy)/fy, 1), Rᵀd/|d| rounded
+// once to float32 (the float64 evaluation's bits but where the exact value lies
+// within about 2⁻⁴⁴ of a float32 rounding boundary).
+func (rc *RayCam) Ray(x, y int) [3]float32 {
+	p := func(k int) df[float32] { return df[float32]{rc.F[k], rc.FLo[k]} }
+	xu := dfOf(float32(x) + 0.5).sub(p(2)).div(p(0))
+	yu := dfOf(float32(y) + 0.5).sub(p(3)).div(p(1))
+	nrm := xu.mul(xu).add(yu.mul(yu)).add(dfOf[float32](1)).sqrt()
+	v0, v1, v2 := xu.div(nrm), yu.div(nrm), dfOf[float32](1).div(nrm)
+	var d [3]float32
+	for k := 0; k < 3; k++ {
+		r := func(row int) df[float32] { return df[float32]{rc.R[row*3+k], rc.RLo[row*3+k]} }
+		d[k] = r(0).mul(v0).add(r(1).mul(v1)).add(r(2).mul(v2)).hi
+	}
+	return d
 }

@@ -62,6 +62,7 @@ func (t *Trainer) checkpoint() error {
 	f.PutUint64(secOrder, order)
 	f.PutBytes(secCurve, encodeCurve(t.curve))
 	f.PutBytes(secConfig, t.opt.ConfigYAML)
+	f.PutBytes(secRunID, []byte(t.runID))
 	dir := filepath.Join(t.opt.OutDir, "checkpoints")
 	path := filepath.Join(dir, fmt.Sprintf("step-%05d.ckpt", t.step))
 	keep := t.opt.KeepCheckpoints
@@ -109,6 +110,13 @@ func (t *Trainer) Resume(path string) error {
 			return fmt.Errorf("train: %s: view %d in the saved order, but the dataset has %d training views (a different dataset?)", path, v, len(t.ds.Train))
 		}
 		t.order = append(t.order, int(v))
+	}
+	// The run goes on under its own name; a checkpoint from before runs had one keeps the
+	// name this trainer was given.
+	if id, err := runIDOf(f); err != nil {
+		return fmt.Errorf("train: %s: %w", path, err)
+	} else if id != "" {
+		t.runID = id
 	}
 	if curve, err := f.Bytes(secCurve); err == nil {
 		t.curve = decodeCurve(curve)

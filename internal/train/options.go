@@ -48,6 +48,9 @@ type Options struct {
 	KeepCheckpoints int
 
 	OutDir string
+	// RunID names the run in its files (NewRunID); empty: a new one. Resume replaces it
+	// with the checkpoint's.
+	RunID string
 	// ConfigYAML is the resolved configuration, written to out/config.yaml
 	// and into every checkpoint.
 	ConfigYAML []byte

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -22,6 +23,7 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/io/ply"
 	"github.com/rlxsplat/rlxsplat/internal/io/scene"
 	"github.com/rlxsplat/rlxsplat/internal/loss"
+	"github.com/rlxsplat/rlxsplat/internal/plot"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
 
@@ -48,6 +50,7 @@ type Trainer struct {
 	sceneDue bool
 	// photosSaved holds the photos already queued by saveEvalRender (each is written once).
 	photosSaved map[string]bool
+	runID       string
 }
 
 // queued is a step submitted to an engine.Pipeliner before the one before it was collected.
@@ -82,7 +85,7 @@ func New(opt Options, ds *dataset.Dataset, eng engine.Engine) (*Trainer, error) 
 		return nil, fmt.Errorf("train: the dataset has no training views")
 	}
 	pcg := rand.NewPCG(opt.Seed, 0x5eed)
-	return &Trainer{opt: opt, ds: ds, eng: eng, pcg: pcg, rng: rand.New(pcg)}, nil
+	return &Trainer{opt: opt, ds: ds, eng: eng, pcg: pcg, rng: rand.New(pcg), runID: opt.RunID}, nil
 }
 
 // Initial builds the starting Gaussians for a dataset: its SfM points, or
@@ -208,6 +211,9 @@ func (t *Trainer) Run(ctx context.Context, emit func(Event)) error {
 		emit = func(Event) {}
 	}
 	o := &t.opt
+	if t.runID == "" {
+		t.runID = NewRunID(time.Now())
+	}
 	if ob := o.Observer; ob != nil {
 		inner := emit
 		emit = func(ev Event) { inner(ev); ob.Event(ev) }
@@ -219,7 +225,9 @@ func (t *Trainer) Run(ctx context.Context, emit func(Event)) error {
 		}
 	}
 	if len(o.ConfigYAML) > 0 {
-		if err := writeFileAtomic(filepath.Join(o.OutDir, "config.yaml"), o.ConfigYAML); err != nil {
+		// The run ID as a comment: config.yaml stays a configuration any command reads.
+		yaml := append([]byte("# run "+t.runID+"\n"), o.ConfigYAML...)
+		if err := writeFileAtomic(filepath.Join(o.OutDir, "config.yaml"), yaml); err != nil {
 			return err
 		}
 	}
@@ -234,6 +242,11 @@ func (t *Trainer) Run(ctx context.Context, emit func(Event)) error {
 	}
 	t.metrics = mf
 	defer mf.Close()
+	if t.step == 0 {
+		t.logJSON(map[string]any{"run": t.runID, "started": time.Now().UTC().Format(time.RFC3339)})
+	} else {
+		t.logJSON(map[string]any{"run": t.runID, "resumed_at_step": t.step, "at": time.Now().UTC().Format(time.RFC3339)})
+	}
 
 	t.writes = newWriter()
 	defer func() {
@@ -615,26 +628,60 @@ func (t *Trainer) evalDir(s int) string {
 }
 
 // preview writes the render of a fixed view next to its target.
+// previewMaxWidth caps the width of each half of a preview: a 4K test view would make a
+// 16-megapixel PNG nobody opens during a run.
+const previewMaxWidth = 800
+
+// preview writes the render of a fixed view beside its photo at the view's size (each half
+// capped at previewMaxWidth), labelled "render" and "photo", with the step and the render's
+// PSNR (clamped to [0,1], as evaluation scores it) drawn below.
 func (t *Trainer) preview(s int) error {
 	views := t.ds.Test
 	if len(views) == 0 {
 		views = t.ds.Train
 	}
 	v := views[min(max(t.opt.PreviewView, 0), len(views)-1)]
-	img, err := t.eng.Render(&v.Camera, t.shDegree(s), t.opt.Background)
+	raw, err := t.eng.Render(&v.Camera, t.shDegree(s), t.opt.Background)
 	if err != nil {
 		return fmt.Errorf("train: preview: %w", err)
 	}
-	target := t.target(&v, t.opt.Background)
+	img := loss.Clamp01(nil, raw)
+	target := slices.Clone(t.target(&v, t.opt.Background)) // the target's buffer may be reused
+	psnr, err := loss.PSNR(img, target)
+	if err != nil {
+		return fmt.Errorf("train: preview: %w", err)
+	}
 	path := filepath.Join(t.opt.OutDir, "previews", fmt.Sprintf("step-%05d.png", s))
 	w, h := v.Camera.Width, v.Camera.Height
-	pair := imageio.SideBySide(img, target, w, h) // a copy: the target's buffer may be reused
+	caption := fmt.Sprintf("step %d   PSNR %.2f dB   %s", s, psnr, v.Name)
 	return t.writes.queue(func() (Saved, error) {
-		if err := imageio.SavePNG(path, pair, 2*w+imageio.Gap, h); err != nil {
+		render, err := previewHalf(img, w, h)
+		if err != nil {
+			return Saved{}, fmt.Errorf("train: preview: %w", err)
+		}
+		photo, err := previewHalf(target, w, h)
+		if err != nil {
+			return Saved{}, fmt.Errorf("train: preview: %w", err)
+		}
+		if err := imageio.WritePNG(path, plot.Pair(render, photo, "render", "photo", caption)); err != nil {
 			return Saved{}, fmt.Errorf("train: preview: %w", err)
 		}
 		return Saved{Kind: "preview", Path: path}, nil
 	}, t.emit)
+}
+
+// previewHalf is one half of a preview: rgb [h*w*3], area-averaged down to previewMaxWidth
+// when wider.
+func previewHalf(rgb []float32, w, h int) (*image.RGBA, error) {
+	if w > previewMaxWidth {
+		nh := max(1, int(math.Round(float64(h)*previewMaxWidth/float64(w))))
+		small, err := imageio.Resize(&imageio.Image{W: w, H: h, RGB: rgb}, previewMaxWidth, nh)
+		if err != nil {
+			return nil, err
+		}
+		rgb, w, h = small.RGB, small.W, small.H
+	}
+	return imageio.ToRGBA(rgb, w, h)
 }
 
 // finish writes the final splat file and the training curve.
@@ -644,7 +691,7 @@ func (t *Trainer) finish() error {
 		return fmt.Errorf("train: reading the Gaussians back: %w", err)
 	}
 	path := filepath.Join(t.opt.OutDir, "point_cloud.ply")
-	if err := ply.WriteFile(path, g, t.opt.SHDegree); err != nil {
+	if err := ply.WriteFile(path, g, t.opt.SHDegree, "rlxsplat run "+t.runID, fmt.Sprintf("rlxsplat step %d", t.step)); err != nil {
 		return fmt.Errorf("train: %w", err)
 	}
 	t.emit(Saved{Kind: "ply", Path: path})

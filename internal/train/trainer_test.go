@@ -3,10 +3,13 @@ package train
 import (
 	"context"
 	"fmt"
+	"image/png"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rlxsplat/rlxsplat/internal/demo"
 	"github.com/rlxsplat/rlxsplat/internal/engine"
@@ -286,6 +289,102 @@ func TestSaveEvalRenders(t *testing.T) {
 			if img.W != v.Camera.Width || img.H != v.Camera.Height {
 				t.Fatalf("%s/%s: %d×%d, want the view's %d×%d", sub, name, img.W, img.H, v.Camera.Width, v.Camera.Height)
 			}
+		}
+	}
+}
+
+// Every file of a run names the run, and a resumed run keeps the name of the one it continues.
+func TestRunIDInEveryFile(t *testing.T) {
+	ds := smallDemo(t)
+	dirA := t.TempDir()
+	optA := testOptions(dirA)
+	optA.Iterations = 30
+	a := newTrainer(t, ds, optA)
+	if err := a.Run(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	id := a.RunID()
+	if !regexp.MustCompile(`^\d{8}T\d{6}Z-[0-9a-f]{6}$`).MatchString(id) {
+		t.Fatalf("run ID %q", id)
+	}
+	if other := NewRunID(time.Now()); other == id {
+		t.Errorf("two run IDs are both %q", id)
+	}
+	checkRunFiles(t, dirA, id, "step-00025.ckpt", `"started"`)
+
+	dirB := t.TempDir()
+	optB := testOptions(dirB)
+	optB.RunID = "20000101T000000Z-000000" // what a caller that did not read the checkpoint would pass
+	b := newTrainer(t, ds, optB)
+	if err := b.Resume(filepath.Join(dirA, "checkpoints", "step-00025.ckpt")); err != nil {
+		t.Fatal(err)
+	}
+	if b.RunID() != id {
+		t.Fatalf("resumed run ID %q, want %q", b.RunID(), id)
+	}
+	if err := b.Run(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	checkRunFiles(t, dirB, id, "step-00060.ckpt", `"resumed_at_step":25`)
+}
+
+// checkRunFiles checks that config.yaml, a checkpoint, the PLY header and metrics.jsonl's first
+// line in dir carry the run ID id.
+func checkRunFiles(t *testing.T, dir, id, ckptName, firstLog string) {
+	t.Helper()
+	cfg, err := os.ReadFile(filepath.Join(dir, "config.yaml"))
+	if err != nil || !strings.HasPrefix(string(cfg), "# run "+id+"\n") {
+		t.Errorf("config.yaml starts %q (%v)", firstLine(cfg), err)
+	}
+	if got, err := CheckpointRunID(filepath.Join(dir, "checkpoints", ckptName)); err != nil || got != id {
+		t.Errorf("checkpoint %s: run %q (%v), want %q", ckptName, got, err, id)
+	}
+	plyData, err := os.ReadFile(filepath.Join(dir, "point_cloud.ply"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, _, _ := strings.Cut(string(plyData), "end_header")
+	if !strings.Contains(head, "\ncomment rlxsplat run "+id+"\n") {
+		t.Errorf("PLY header lacks the run ID:\n%s", head)
+	}
+	m, err := os.ReadFile(filepath.Join(dir, "metrics.jsonl"))
+	if l := firstLine(m); err != nil || !strings.Contains(l, `"run":"`+id+`"`) || !strings.Contains(l, firstLog) {
+		t.Errorf("metrics.jsonl starts %q (%v)", l, err)
+	}
+}
+
+func firstLine(b []byte) string {
+	s, _, _ := strings.Cut(string(b), "\n")
+	return s
+}
+
+// A run shorter than preview_every still ends with a preview, at the test view's size with
+// the label and caption strips; a view wider than the cap is shrunk to it.
+func TestPreviewAtEndOfEveryRun(t *testing.T) {
+	ds := smallDemo(t)
+	opt := testOptions(t.TempDir())
+	opt.Iterations, opt.PreviewEvery, opt.CheckpointEvery, opt.Densify.Enabled = 7, 500, 0, false
+	tr := newTrainer(t, ds, opt)
+	if err := tr.Run(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(opt.OutDir, "previews", "step-00007.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, err := png.DecodeConfig(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ds.Test[0].Camera
+	if wantW, wantH := 2*c.Width+4, c.Height+36; cfg.Width != wantW || cfg.Height != wantH {
+		t.Errorf("preview %d×%d, want %d×%d (two %d×%d views, a gap and two text strips)", cfg.Width, cfg.Height, wantW, wantH, c.Width, c.Height)
+	}
+	for _, tc := range []struct{ w, h, wantW, wantH int }{{1600, 1200, 800, 600}, {801, 3, 800, 3}, {800, 10, 800, 10}, {20, 10, 20, 10}} {
+		m, err := previewHalf(make([]float32, tc.w*tc.h*3), tc.w, tc.h)
+		if err != nil || m.Bounds().Dx() != tc.wantW || m.Bounds().Dy() != tc.wantH {
+			t.Errorf("%d×%d: %v (%v), want %d×%d", tc.w, tc.h, m.Bounds(), err, tc.wantW, tc.wantH)
 		}
 	}
 }

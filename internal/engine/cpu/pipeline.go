@@ -128,7 +128,8 @@ func sameDistortion(a, b camera.Distortion) bool {
 }
 
 // PixelRays returns [H*W*3] unit world directions through every pixel
-// centre, undistorted through the lens. A pixel whose undistortion fails
+// centre, undistorted through the lens (float32 pinhole rays through
+// prep.RayCam). A pixel whose undistortion fails
 // gets a zero direction (it then sees only the background).
 func PixelRays[F splat.Float](cam *camera.Camera, buf []F) []F {
 	n := cam.Width * cam.Height * 3
@@ -136,6 +137,18 @@ func PixelRays[F splat.Float](cam *camera.Camera, buf []F) []F {
 		buf = make([]F, n)
 	}
 	buf = buf[:n]
+	if f32, ok := any(buf).([]float32); ok && cam.Distortion.IsPinhole() {
+		// The float32 engine takes the rays the fused engine's pixel_rays computes
+		// (without float64, to the same bits).
+		rc := prep.NewRayCam(cam)
+		for y := 0; y < cam.Height; y++ {
+			for x := 0; x < cam.Width; x++ {
+				d := rc.Ray(x, y)
+				copy(f32[(y*cam.Width+x)*3:], d[:])
+			}
+		}
+		return buf
+	}
 	for y := 0; y < cam.Height; y++ {
 		for x := 0; x < cam.Width; x++ {
 			d, ok := cam.PixelRay(float64(x)+0.5, float64(y)+0.5)

@@ -260,35 +260,39 @@ func (s *AdamP) put(b []byte) {
 	putU32(b[124:], s.Pad)
 }
 
-// CamD is struct CamD of its unit (not yet abi.h): the float64 camera pixel_rays builds each pixel's ray from.
-type CamD struct {
-	R  [9]float64
-	Fx float64
-	Fy float64
-	Cx float64
-	Cy float64
-	W  int32
-	H  int32
+// RayCam is struct RayCam of shaders/abi.h: the pinhole camera pixel_rays builds each pixel's ray from, every value a float32 pair hi + lo (prep.RayCam).
+type RayCam struct {
+	R   [9]float32
+	RLo [9]float32
+	F   [4]float32
+	FLo [4]float32
+	W   int32
+	H   int32
 }
 
-// CamDSize is the bytes of struct CamD.
-const CamDSize = 112
+// RayCamSize is the bytes of struct RayCam.
+const RayCamSize = 112
 
 // Bytes returns s as the kernels read it: little-endian, C layout, padding zero.
-func (s *CamD) Bytes() []byte {
-	b := make([]byte, CamDSize)
+func (s *RayCam) Bytes() []byte {
+	b := make([]byte, RayCamSize)
 	s.put(b)
 	return b
 }
 
-func (s *CamD) put(b []byte) {
+func (s *RayCam) put(b []byte) {
 	for i, v := range s.R {
-		putF64(b[0+8*i:], v)
+		putF32(b[0+4*i:], v)
 	}
-	putF64(b[72:], s.Fx)
-	putF64(b[80:], s.Fy)
-	putF64(b[88:], s.Cx)
-	putF64(b[96:], s.Cy)
+	for i, v := range s.RLo {
+		putF32(b[36+4*i:], v)
+	}
+	for i, v := range s.F {
+		putF32(b[72+4*i:], v)
+	}
+	for i, v := range s.FLo {
+		putF32(b[88+4*i:], v)
+	}
 	putI32(b[104:], s.W)
 	putI32(b[108:], s.H)
 }
@@ -314,7 +318,7 @@ type ProjectArgs struct {
 
 // PixelRaysArgs are the parameters of pixel_rays (shaders/project.cu), in the kernel's order.
 type PixelRaysArgs struct {
-	Cam  CamD
+	Cam  RayCam
 	Rays Buf // written: f32
 }
 
@@ -1150,15 +1154,15 @@ func (k *CeilingKernels) CeilingFma(grid, block gpu.Dim3, a CeilingFmaArgs) erro
 
 // Kernels describes every entry point, for budgets and tests.
 var Kernels = []KernelInfo{
-	{Name: "project", Unit: "project.cu", Params: 15, InlineBytes: 252, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: false},
-	{Name: "pixel_rays", Unit: "project.cu", Params: 2, InlineBytes: 120, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: false},
-	{Name: "bin_count", Unit: "bin.cu", Params: 14, InlineBytes: 232, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: false},
-	{Name: "bin_count_big", Unit: "bin.cu", Params: 10, InlineBytes: 208, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: false},
-	{Name: "bin_compact", Unit: "bin.cu", Params: 6, InlineBytes: 44, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: false},
-	{Name: "bin_rank", Unit: "bin.cu", Params: 6, InlineBytes: 44, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: false},
-	{Name: "bin_total", Unit: "bin.cu", Params: 5, InlineBytes: 32, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: false},
-	{Name: "bin_emit", Unit: "bin.cu", Params: 10, InlineBytes: 208, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: false},
-	{Name: "bin_emit_big", Unit: "bin.cu", Params: 13, InlineBytes: 232, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: false},
+	{Name: "project", Unit: "project.cu", Params: 15, InlineBytes: 252, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: true},
+	{Name: "pixel_rays", Unit: "project.cu", Params: 2, InlineBytes: 120, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: true},
+	{Name: "bin_count", Unit: "bin.cu", Params: 14, InlineBytes: 232, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: true},
+	{Name: "bin_count_big", Unit: "bin.cu", Params: 10, InlineBytes: 208, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: true},
+	{Name: "bin_compact", Unit: "bin.cu", Params: 6, InlineBytes: 44, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: true},
+	{Name: "bin_rank", Unit: "bin.cu", Params: 6, InlineBytes: 44, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: true},
+	{Name: "bin_total", Unit: "bin.cu", Params: 5, InlineBytes: 32, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: true},
+	{Name: "bin_emit", Unit: "bin.cu", Params: 10, InlineBytes: 208, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: true},
+	{Name: "bin_emit_big", Unit: "bin.cu", Params: 13, InlineBytes: 232, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: true},
 	{Name: "scan_blocks", Unit: "scan.cu", Params: 4, InlineBytes: 28, SharedBytes: 32, Block: 256, MaxThreads: 0, Wrapped: true},
 	{Name: "scan_add", Unit: "scan.cu", Params: 3, InlineBytes: 20, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: true},
 	{Name: "scan_add_sums", Unit: "scan.cu", Params: 3, InlineBytes: 20, SharedBytes: 32, Block: 256, MaxThreads: 0, Wrapped: true},

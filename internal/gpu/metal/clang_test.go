@@ -129,9 +129,7 @@ func unitMSL(t *testing.T, unit string) string {
 // headers, with the text every one of their errors contains. Such a unit is skipped with its
 // error count, never reported as passing; an error of another kind fails the test, and so does
 // a clean compile (the entry must then go).
-var knownBlocked = map[string]struct{ why, every string }{
-	"edit": {"common.h's gmaxd/gmind still take double, which MSL lacks", "double"},
-}
+var knownBlocked = map[string]struct{ why, every string }{}
 
 // TestMSLClang compiles the MSL of every unit with generated entry wrappers. The others still
 // declare CUDA-style entry points that read TID and friends, so they cannot be Metal yet: they

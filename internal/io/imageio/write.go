@@ -64,12 +64,22 @@ func SideBySide(a, b []float32, w, h int) []float32 {
 // level. The file is written to a temporary file in the same directory,
 // synced and renamed over path, so a crash never leaves a half-written
 // image behind.
-func SavePNG(path string, rgb []float32, w, h int) (err error) {
+func SavePNG(path string, rgb []float32, w, h int) error {
+	m, err := ToRGBA(rgb, w, h)
+	if err != nil {
+		return fmt.Errorf("imageio: %s: %w", path, err)
+	}
+	return WritePNG(path, m)
+}
+
+// ToRGBA converts rgb ([h*w*3], nominally in [0,1]) to an opaque 8-bit image as SavePNG
+// writes it: clamped to [0,1], NaN as 0, rounded to the nearest level.
+func ToRGBA(rgb []float32, w, h int) (*image.RGBA, error) {
 	if w <= 0 || h <= 0 || w > MaxPixels/h {
-		return fmt.Errorf("imageio: %s: image size %d×%d out of range", path, w, h)
+		return nil, fmt.Errorf("image size %d×%d out of range", w, h)
 	}
 	if len(rgb) != w*h*3 {
-		return fmt.Errorf("imageio: %s: %d×%d image needs %d RGB values, got %d", path, w, h, w*h*3, len(rgb))
+		return nil, fmt.Errorf("%d×%d image needs %d RGB values, got %d", w, h, w*h*3, len(rgb))
 	}
 	m := image.NewRGBA(image.Rect(0, 0, w, h))
 	for i := 0; i < w*h; i++ {
@@ -78,8 +88,12 @@ func SavePNG(path string, rgb []float32, w, h int) (err error) {
 		m.Pix[4*i+2] = quantize(rgb[3*i+2])
 		m.Pix[4*i+3] = 0xff
 	}
+	return m, nil
+}
 
-	err = atomicfile.Write(path, func(f io.Writer) error {
+// WritePNG encodes m as a PNG at path atomically, as SavePNG does.
+func WritePNG(path string, m image.Image) error {
+	err := atomicfile.Write(path, func(f io.Writer) error {
 		bw := bufio.NewWriter(f)
 		if err := png.Encode(bw, m); err != nil {
 			return fmt.Errorf("encode: %w", err)

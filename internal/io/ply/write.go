@@ -16,18 +16,24 @@ import (
 // f_rest properties of SH degree shDegree (0..3); coefficients above it are
 // not written. nx ny nz are written as 0, as the original code does. g must
 // pass g.Validate(): a NaN in a file would make it unreadable here and
-// unrenderable elsewhere.
-func Write(w io.Writer, g *splat.Gaussians, shDegree int) error {
-	if err := encode(w, g, shDegree); err != nil {
+// unrenderable elsewhere. Each of comments becomes a "comment" line of the header (a run's
+// identity, say); one that holds a line break is an error.
+func Write(w io.Writer, g *splat.Gaussians, shDegree int, comments ...string) error {
+	if err := encode(w, g, shDegree, comments); err != nil {
 		return fmt.Errorf("ply: write: %w", err)
 	}
 	return nil
 }
 
 // encode is Write without the package prefix on its errors.
-func encode(w io.Writer, g *splat.Gaussians, shDegree int) error {
+func encode(w io.Writer, g *splat.Gaussians, shDegree int, comments []string) error {
 	if shDegree < 0 || shDegree > splat.MaxSHDegree {
 		return fmt.Errorf("SH degree %d, want 0..%d", shDegree, splat.MaxSHDegree)
+	}
+	for _, c := range comments {
+		if strings.ContainsAny(c, "\r\n") {
+			return fmt.Errorf("header comment %q holds a line break", c)
+		}
 	}
 	if err := g.Validate(); err != nil {
 		return err
@@ -37,6 +43,9 @@ func encode(w io.Writer, g *splat.Gaussians, shDegree int) error {
 
 	var hb strings.Builder
 	hb.WriteString("ply\nformat binary_little_endian 1.0\n")
+	for _, c := range comments {
+		fmt.Fprintf(&hb, "comment %s\n", c)
+	}
 	fmt.Fprintf(&hb, "element vertex %d\n", g.Len())
 	for _, p := range []string{"x", "y", "z", "nx", "ny", "nz", "f_dc_0", "f_dc_1", "f_dc_2"} {
 		fmt.Fprintf(&hb, "property float %s\n", p)
@@ -83,8 +92,8 @@ func encode(w io.Writer, g *splat.Gaussians, shDegree int) error {
 // temporary file in the same directory, which is synced and renamed over
 // path, and the directory is synced, so that a crash leaves either the old
 // file or the new one, never a partial one.
-func WriteFile(path string, g *splat.Gaussians, shDegree int) error {
-	err := writeAtomic(path, func(w io.Writer) error { return encode(w, g, shDegree) }, nil)
+func WriteFile(path string, g *splat.Gaussians, shDegree int, comments ...string) error {
+	err := writeAtomic(path, func(w io.Writer) error { return encode(w, g, shDegree, comments) }, nil)
 	if err != nil {
 		return fmt.Errorf("ply: write %s: %w", path, err)
 	}

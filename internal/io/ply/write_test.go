@@ -52,6 +52,37 @@ func TestWriteHeader(t *testing.T) {
 	}
 }
 
+// Header comments go after the format line, the reader skips them, and one with a line break
+// (which would end the header early) is refused.
+func TestWriteComments(t *testing.T) {
+	g := randomGaussians(3)
+	var buf bytes.Buffer
+	if err := Write(&buf, g, 1, "rlxsplat run 20261205T083000Z-a1b2c3", "second"); err != nil {
+		t.Fatal(err)
+	}
+	want := "ply\nformat binary_little_endian 1.0\ncomment rlxsplat run 20261205T083000Z-a1b2c3\ncomment second\nelement vertex 3\n"
+	if !strings.HasPrefix(buf.String(), want) {
+		t.Errorf("header starts %q, want %q", buf.String()[:len(want)], want)
+	}
+	path := filepath.Join(t.TempDir(), "c.ply")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	back, _, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Len() != 3 || back.Means[4] != g.Means[4] {
+		t.Errorf("read back %d splats", back.Len())
+	}
+	for _, bad := range []string{"a\nend_header", "b\r"} {
+		buf.Reset()
+		if err := Write(&buf, g, 1, bad); err == nil || !strings.Contains(err.Error(), "line break") || buf.Len() != 0 {
+			t.Errorf("comment %q: %v, %d bytes", bad, err, buf.Len())
+		}
+	}
+}
+
 // TestWriteLayout decodes the written bytes with the tests' own reader and
 // checks each property's value, f_rest channel-major and normals zero.
 func TestWriteLayout(t *testing.T) {
@@ -238,7 +269,7 @@ func TestWriteAtomicCrash(t *testing.T) {
 	}
 	crash := errors.New("crash")
 	var tmpSeen string
-	err := writeAtomic(path, func(w io.Writer) error { return encode(w, randomGaussians(9), 3) }, func(tmp string) error {
+	err := writeAtomic(path, func(w io.Writer) error { return encode(w, randomGaussians(9), 3, nil) }, func(tmp string) error {
 		tmpSeen = tmp
 		if _, _, err := ReadFile(tmp); err != nil {
 			t.Errorf("temporary file is not complete before the rename: %v", err)

@@ -30,8 +30,8 @@ type Struct struct {
 	Name   string
 	Doc    string
 	Fields []Field
-	// InUnit: the struct is still declared by the unit that uses it (project.cu's float64
-	// CamD, until pixel_rays moves to float32), so abi.h leaves it out.
+	// InUnit: the struct is declared by the unit that uses it, so abi.h leaves it out (no
+	// struct needs this at present).
 	InUnit bool
 }
 
@@ -146,8 +146,10 @@ var Structs = []Struct{
 		{"b1", F32, 0}, {"b2", F32, 0}, {"c1", F32, 0}, {"c2", F32, 0}, {"eps", F32, 0},
 		{"n", U32, 0}, {"visibleOnly", U32, 0}, {"pad", U32, 0},
 	}},
-	{Name: "CamD", Doc: "the float64 camera pixel_rays builds each pixel's ray from", InUnit: true, Fields: []Field{
-		{"R", F64, 9}, {"fx", F64, 0}, {"fy", F64, 0}, {"cx", F64, 0}, {"cy", F64, 0}, {"W", I32, 0}, {"H", I32, 0},
+	{Name: "RayCam", Doc: "the pinhole camera pixel_rays builds each pixel's ray from, every value a float32 pair hi + lo (prep.RayCam)", Fields: []Field{
+		{"R", F32, 9}, {"RLo", F32, 9}, // world-to-camera rotation, row-major
+		{"f", F32, 4}, {"fLo", F32, 4}, // fx, fy, cx, cy
+		{"W", I32, 0}, {"H", I32, 0},
 	}},
 }
 
@@ -187,13 +189,13 @@ const (
 
 // Units are the kernel files and their entry points.
 var Units = []Unit{
-	{Name: "project", Set: "Engine", Kernels: []Kernel{
+	{Name: "project", Set: "Engine", Wrapped: true, Kernels: []Kernel{
 		{Name: "project", Params: []Param{val("cam", "Cam"), in("params", F32), out("valid", U32), out("depth", F32),
 			out("opacity", F32), out("color", F32), out("mean2d", F32), out("conic", F32), out("rayU", F32), out("rayA", F32),
 			out("boundCenter", F32), out("boundQ", F32), out("rect", I32), out("radius", F32), out("readout", U32)}},
-		{Name: "pixel_rays", Params: []Param{val("cam", "CamD"), out("rays", F32)}},
+		{Name: "pixel_rays", Params: []Param{val("cam", "RayCam"), out("rays", F32)}},
 	}},
-	{Name: "bin", Set: "Engine", Kernels: []Kernel{
+	{Name: "bin", Set: "Engine", Wrapped: true, Kernels: []Kernel{
 		{Name: "bin_count", Params: []Param{val("cam", "Cam"), in("valid", U32), in("boundCenter", F32), in("boundQ", F32),
 			in("rect", I32), sc("conic", U32), sc("bigArea", I32), out("counts", U32), out("readout", U32),
 			out("bigList", U32), out("hitMask", U32), out("flags", U32), out("bigOff", U32), sc("bitsCap", U32)}},
