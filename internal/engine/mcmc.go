@@ -28,9 +28,9 @@ type MCMCStep struct {
 // Active says whether any term is on.
 func (m MCMCStep) Active() bool { return m.OpacityReg != 0 || m.ScaleReg != 0 || m.NoiseScale != 0 }
 
-// regCoeffs are the per-element gradient weights of the regularisers for n splats: the means
-// divide by n (opacity) and 3n (scales), in float32 as a kernel computes them.
-func regCoeffs(m MCMCStep, n int) (co, cs float32) {
+// RegCoeffs are the per-element gradient weights of the regularisers for n splats: the means
+// divide by n (opacity) and 3n (scales), in float32; a device engine passes them to its kernel.
+func RegCoeffs(m MCMCStep, n int) (co, cs float32) {
 	return m.OpacityReg / float32(n), m.ScaleReg / float32(3*n)
 }
 
@@ -51,7 +51,7 @@ func RegularizerLoss(logits, logScales []float64, opacityReg, scaleReg float64) 
 // d/dlogit = co·σ(1−σ) and d/dlog s = cs·exp(log s). Every operation is float32 and rounded
 // on its own, with the kernels' Exp and sigmoid, so that a GPU engine adds the same bits.
 func RegularizerGrads(grads, params *splat.Gaussians, m MCMCStep, lo, hi int) {
-	co, cs := regCoeffs(m, params.Len())
+	co, cs := RegCoeffs(m, params.Len())
 	for i := lo; i < hi; i++ {
 		if co != 0 {
 			s := fmath.Sigmoid(params.OpacityLogits[i])
@@ -155,7 +155,8 @@ type Relocation struct {
 }
 
 // Validate checks r against n splats: indices in range, Rows and Dst without repeats, and no
-// destination that is also a source (so that the copies do not depend on their order).
+// destination that is also a source or a corrected row (so that neither the copies nor the
+// corrections depend on the order they are written in).
 func (r *Relocation) Validate(n int) error {
 	inRange := func(what string, idx []int32) error {
 		for k, i := range idx {
@@ -189,6 +190,9 @@ func (r *Relocation) Validate(n int) error {
 	for _, i := range r.Dst {
 		if seen[i]&2 != 0 {
 			return fmt.Errorf("engine: relocation: splat %d is a destination twice", i)
+		}
+		if seen[i]&1 != 0 {
+			return fmt.Errorf("engine: relocation: splat %d is both corrected and a destination", i)
 		}
 		seen[i] |= 2
 	}

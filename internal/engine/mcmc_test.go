@@ -145,6 +145,10 @@ func TestRelocationValidate(t *testing.T) {
 			r.LogScales = make([]float32, 6)
 		}, "row 2 corrected twice"},
 		{"dst twice", func(r *Relocation) { r.Dst = []int32{0, 0} }, "splat 0 is a destination twice"},
+		{"dst is corrected", func(r *Relocation) {
+			r.Rows = []int32{0}
+			r.Src = []int32{2, 3}
+		}, "splat 0 is both corrected and a destination"},
 		{"dst is a source", func(r *Relocation) { r.Src = []int32{1, 2} }, "splat 1 is both a source and a destination"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

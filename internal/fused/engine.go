@@ -635,11 +635,6 @@ func (e *Engine) splitChildren(ed engine.Edit) (means, logScales []float32, err 
 	return means, logScales, nil
 }
 
-// Relocate refuses: the MCMC densifier's moves run on the CPU engine only.
-func (e *Engine) Relocate(r engine.Relocation) error {
-	return errors.New("fused: MCMC relocation runs on the CPU engine only (train.device: cpu)")
-}
-
 // ResetOpacity clamps every opacity to at most maxOpacity and zeroes the opacity moments.
 func (e *Engine) ResetOpacity(maxOpacity float32) error {
 	if err := e.idle("reset opacity"); err != nil {

@@ -138,9 +138,6 @@ func (e *Engine) Submit(v *engine.View, o engine.StepOptions) error {
 	if len(e.queue) == 2 {
 		return errors.New("fused: submit: two steps already queued; collect one first")
 	}
-	if o.MCMC.Active() {
-		return errors.New("fused: the MCMC densifier's regularisers and noise run on the CPU engine only (train.device: cpu)")
-	}
 	cam := v.Camera
 	if err := e.checkView(&cam, o.SHDegree); err != nil {
 		return err
@@ -491,7 +488,13 @@ func (e *Engine) backward(p *pass, target gpu.Buffer, o engine.StepOptions, ap a
 	if err := e.record(7); err != nil {
 		return err
 	}
+	if err := e.mcmcReg(o.MCMC); err != nil {
+		return err
+	}
 	if err := e.adam(ap); err != nil {
+		return err
+	}
+	if err := e.mcmcNoise(o.MCMC); err != nil {
 		return err
 	}
 	return e.record(8)
