@@ -96,7 +96,7 @@ func TrainOptions(c *config.Config, yaml []byte) train.Options {
 			},
 		},
 		InitMode: string(c.Init.Mode), InitRandomCount: c.Init.RandomCount, InitScene: c.Init.Scene,
-		InitOpacity: float32(c.Init.Opacity), InitRandomScale: c.Init.RandomExtent,
+		InitOpacity: float32(c.Init.Opacity), InitScale: c.Init.Scale, InitRandomScale: c.Init.RandomExtent,
 		EvalSteps: c.Train.EvalSteps, LogEvery: c.Train.LogEvery,
 		PreviewEvery: c.Train.PreviewEvery, PreviewView: c.Train.PreviewView, SaveEvalRenders: c.Train.SaveEvalRenders,
 		CheckpointEvery: c.Train.CheckpointEvery, KeepCheckpoints: c.Train.KeepCheckpoints,

@@ -72,6 +72,8 @@ type Init struct {
 	RandomCount int `yaml:"random_count"`
 	// Opacity is the initial opacity of every Gaussian, in (0,1).
 	Opacity float64 `yaml:"opacity"`
+	// Scale multiplies the initial scales of sfm and random init (> 0).
+	Scale float64 `yaml:"scale"`
 	// RandomExtent is the half-size of the random cube / scene extent.
 	RandomExtent float64 `yaml:"random_extent"`
 	// PointsFrom is a COLMAP sparse model folder whose points initialise the

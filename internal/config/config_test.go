@@ -42,7 +42,7 @@ func wantDefaults() Config {
 	return Config{
 		Data: Data{Dir: "", Format: "", Images: "images", Downscale: 0, MaxWidth: 1600,
 			TestEvery: 8, Background: []float64{0, 0, 0}, RandomBackground: false},
-		Init:   Init{Mode: InitSfM, RandomCount: 100000, Opacity: 0.1, RandomExtent: 1.0, PointsFrom: ""},
+		Init:   Init{Mode: InitSfM, RandomCount: 100000, Opacity: 0.1, Scale: 1, RandomExtent: 1.0, PointsFrom: ""},
 		Model:  Model{Render: RenderEWA, SHDegree: 3, SHDegreeInterval: 1000, Antialiased: false, RadiusScale: 1.0, Near: 0.01},
 		Raster: Raster{BinMode: BinGPUConic, TileSize: 16, MaxSplatSteps: 0},
 		Loss:   Loss{Kind: LossL1SSIM, SSIMLambda: 0.2},
@@ -506,10 +506,10 @@ func TestDefaultYAMLDocumentsEveryKey(t *testing.T) {
 
 func TestKeysDefaultType(t *testing.T) {
 	keys := Keys()
-	// data 8, init 6, model 6, raster 3, loss 2, optim 13, densify 13,
+	// data 8, init 7, model 6, raster 3, loss 2, optim 13, densify 13,
 	// mcmc 8, train 11, output 2.
-	if len(keys) != 72 {
-		t.Errorf("%d keys, want 72", len(keys))
+	if len(keys) != 73 {
+		t.Errorf("%d keys, want 73", len(keys))
 	}
 	if keys[0] != "data.dir" || keys[len(keys)-1] != "output.formats" {
 		t.Errorf("key order: first %s, last %s", keys[0], keys[len(keys)-1])

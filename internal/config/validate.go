@@ -136,6 +136,7 @@ func (c *Config) problems() []error {
 	}
 	k.atLeast("init.random_count", in.RandomCount, 1, "")
 	k.floatIn("init.opacity", in.Opacity, 0, 1, true, true)
+	k.positive("init.scale", in.Scale)
 	k.positive("init.random_extent", in.RandomExtent)
 
 	m := c.Model

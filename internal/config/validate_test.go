@@ -65,6 +65,7 @@ func TestValidate(t *testing.T) {
 		{"split_count 1", func(c *Config) { c.Densify.SplitCount = 1 }, "densify.split_count: 1 is out of range: want >= 2"},
 		{"reset_every -1", func(c *Config) { c.Densify.ResetEvery = -1 }, "densify.reset_every: -1 is out of range: want >= 0 (0 = never)"},
 		{"max_gaussians -1", func(c *Config) { c.Densify.MaxGaussians = -1 }, "densify.max_gaussians: -1 is out of range"},
+		{"init scale 0", func(c *Config) { c.Init.Scale = 0 }, "init.scale: 0 is out of range: want > 0"},
 		{"strategy mcmc", func(c *Config) { c.Densify.Strategy = StrategyMCMC }, ""},
 		{"strategy other", func(c *Config) { c.Densify.Strategy = "taming" }, `densify.strategy: "taming" is not one of adc, mcmc`},
 		{"mcmc cap_max 0", func(c *Config) { c.MCMC.CapMax = 0 }, "mcmc.cap_max: 0 is out of range: want >= 1"},

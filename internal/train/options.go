@@ -36,6 +36,7 @@ type Options struct {
 	InitScene       string // the scene file of init mode "scene"
 	InitRandomCount int
 	InitOpacity     float32
+	InitScale       float64 // factor on the nearest-neighbour scales; 0 means 1
 	InitRandomScale float64 // half-size of the random cube as a fraction of the extent
 
 	EvalSteps    []int

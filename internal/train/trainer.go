@@ -116,7 +116,11 @@ func Initial(opt Options, ds *dataset.Dataset) (*splat.Gaussians, string, error)
 	if len(xyz) == 0 {
 		return nil, "", engine.ErrEmpty
 	}
-	g := FromPoints(xyz, rgb, opt.InitOpacity, max(opt.Workers, 1))
+	scale := opt.InitScale
+	if scale == 0 {
+		scale = 1
+	}
+	g := FromPoints(xyz, rgb, opt.InitOpacity, scale, max(opt.Workers, 1))
 	if err := g.Validate(); err != nil {
 		return nil, "", fmt.Errorf("train: initial Gaussians: %w", err)
 	}
