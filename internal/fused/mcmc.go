@@ -75,9 +75,16 @@ func (e *Engine) Relocate(r engine.Relocation) error {
 	for k, i := range r.Rows {
 		put(i, k)
 	}
-	for j := range src {
-		if k, ok := at[src[j]]; ok && int32(j) != src[j] {
-			put(int32(j), k)
+	// Only destinations and appended rows differ from themselves in src: visiting them alone
+	// keeps the host's share proportional to the move, not to the scene.
+	for j, d := range r.Dst {
+		if k, ok := at[r.Src[j]]; ok {
+			put(d, k)
+		}
+	}
+	for j, a := range r.Append {
+		if k, ok := at[a]; ok {
+			put(int32(oldN+j), k)
 		}
 	}
 	zero := append(append([]int32(nil), r.Rows...), r.Dst...)
