@@ -8,8 +8,8 @@
 //   cs = scale_reg/(3n), from the host). params [59·n] f32 (read), grads [59·n] f32.
 // mcmc_noise: one thread per splat i < n, after Adam: mean += Σ·ε·(gate(o)·scale), ε_a =
 //   normal32(normal_key(seed, step, i, a)), gate(o) = σ(100·((1 − o) − 0.995)), Σ = R S Sᵀ Rᵀ
-//   from the normalised quaternion and exp(log s); a zero or non-finite quaternion leaves the
-//   splat in place. params [59·n] f32.
+//   from the normalised quaternion and exp(log s); a splat whose gate·scale is 0 or whose
+//   quaternion is zero or not finite stays in place. params [59·n] f32.
 #include "prelude_cuda.h"
 #include "common.h"
 #include "entries/mcmc.h"
@@ -38,6 +38,7 @@ DEVICE void mcmc_noise_body(Thr th, mcmc_noise_args a)
     float o = sigmoidd(p[OFF_OPAC(n) + i]);
     float gate = sigmoidd(mul_rn(100.0f, (1.0f - o) - 0.995f));
     float f = mul_rn(gate, a.scale);
+    if (f == 0.0f) return; // an opaque splat (engine.PerturbMeans skips it too)
     float e[3];
     for (u32 c = 0u; c < 3u; c++) e[c] = mul_rn(normal32(normal_key(a.seedLo, a.seedHi, a.step, i, c)), f);
     const GPTR float* q = p + OFF_QUATS(n) + 4u * i;

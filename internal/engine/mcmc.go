@@ -85,6 +85,11 @@ func PerturbMeans(g *splat.Gaussians, m MCMCStep, lo, hi int) {
 	}
 	for i := lo; i < hi; i++ {
 		f := float32(NoiseGate(g.OpacityLogits[i]) * m.NoiseScale)
+		if f == 0 {
+			// An opaque splat's gate is 0 (o ≳ 0.89): it stays put, and is spared drawing
+			// samples and the 0·∞ of a covariance that overflowed.
+			continue
+		}
 		var n [3]float32
 		for a := range n {
 			n[a] = float32(fmath.Normal(fmath.NormalKey(m.NoiseSeed, m.NoiseStep, uint32(i), uint32(a))) * f)
