@@ -5,9 +5,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"sort"
 
 	"github.com/rlxsplat/rlxsplat/internal/engine"
+	"github.com/rlxsplat/rlxsplat/internal/par"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
 
@@ -55,20 +55,18 @@ func (t *Trainer) mcmcRefine(s int) error {
 		return fmt.Errorf("train: step %d: %w", s, err)
 	}
 	n := g.Len()
-	op := opacities(g)
-	var dead, alive []int32
+	op := opacities(g, max(t.opt.Workers, 1))
+	var dead []int32
 	for i, o := range op {
-		if o <= m.MinOpacity {
+		if !(o > m.MinOpacity) {
 			dead = append(dead, int32(i))
-		} else {
-			alive = append(alive, int32(i))
 		}
 	}
 	if len(dead) > 0 {
-		if len(alive) == 0 {
+		if len(dead) == n {
 			return fmt.Errorf("train: step %d: all %d Gaussians have opacity <= mcmc.min_opacity (%g): none is alive to relocate onto", s, n, m.MinOpacity)
 		}
-		src := sampleByOpacity(t.rng, op, alive, len(dead))
+		src := sampleByOpacity(t.rng, op, m.MinOpacity, len(dead))
 		r := correctSources(g, op, src, m.MinOpacity)
 		r.Dst, r.Src = dead, src
 		if err := t.eng.Relocate(r); err != nil {
@@ -78,7 +76,7 @@ func (t *Trainer) mcmcRefine(s int) error {
 	}
 	target := min(m.CapMax, int(1.05*float64(n)))
 	if add := target - n; add > 0 {
-		src := sampleByOpacity(t.rng, op, nil, add)
+		src := sampleByOpacity(t.rng, op, 0, add)
 		if src == nil {
 			return nil // every opacity is 0: nothing to sample from
 		}
@@ -91,47 +89,60 @@ func (t *Trainer) mcmcRefine(s int) error {
 	return nil
 }
 
-// opacities are σ(logit) of every splat, as the engines' float32 sigmoid gives them.
-func opacities(g engine.Shapes) []float64 {
+// opacities are σ(logit) of every splat, as the engines' float32 sigmoid gives them, computed
+// by workers goroutines over ranges of the splats (a million exponentials at the cap).
+func opacities(g engine.Shapes, workers int) []float64 {
 	op := make([]float64, g.Len())
-	for i, x := range g.OpacityLogits {
-		op[i] = float64(splat.Sigmoid(x))
-	}
+	par.For(len(op), workers, func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			op[i] = float64(splat.Sigmoid(g.OpacityLogits[i]))
+		}
+	})
 	return op
 }
 
-// sampleByOpacity draws k indices with replacement from cand (all splats when cand is nil),
-// each with probability proportional to its opacity (torch.multinomial's law), by inverting
-// the cumulative sum at uniforms from rng. It returns nil when the opacities sum to zero.
-func sampleByOpacity(rng *rand.Rand, op []float64, cand []int32, k int) []int32 {
-	m := len(op)
-	if cand != nil {
-		m = len(cand)
-	}
-	at := func(j int) int32 {
-		if cand != nil {
-			return cand[j]
-		}
-		return int32(j)
-	}
-	cum := make([]float64, m)
+// sampleByOpacity draws k indices with replacement, each splat with probability proportional
+// to its opacity when that exceeds floor and never otherwise (torch.multinomial's law over the
+// live splats), and returns them in increasing order: k uniforms from rng scaled to the total
+// weight, sorted, and matched in one sweep to the first splat whose cumulative weight passes
+// each. Which copy lands in which slot does not matter to the move, and the sweep costs two
+// passes over the splats where a binary search per draw missed the cache twenty times. It
+// returns nil when no splat has weight.
+func sampleByOpacity(rng *rand.Rand, op []float64, floor float64, k int) []int32 {
 	total := 0.0
-	for j := range cum {
-		if o := op[at(j)]; o > 0 { // NaN and negative weights count as zero
+	for _, o := range op {
+		if o > floor { // NaN never counts
 			total += o
 		}
-		cum[j] = total
 	}
-	if !(total > 0) {
+	if !(total > 0) || k <= 0 {
 		return nil
 	}
+	u := make([]float64, k)
+	for i := range u {
+		u[i] = rng.Float64() * total
+	}
+	slices.Sort(u)
 	out := make([]int32, k)
-	for i := range out {
-		u := rng.Float64() * total
-		// The first entry whose cumulative sum passes u strictly, so that entries of zero
-		// weight are never drawn; u < total keeps j in range.
-		j := sort.Search(m, func(j int) bool { return cum[j] > u })
-		out[i] = at(min(j, m-1))
+	cum, j, last := 0.0, 0, int32(0)
+	for i, o := range op {
+		if !(o > floor) {
+			continue
+		}
+		// The same additions in the same order as total: the last cum is total, above
+		// every u, so every draw is matched inside the loop.
+		cum += o
+		last = int32(i)
+		for j < k && u[j] < cum {
+			out[j] = last
+			j++
+		}
+		if j == k {
+			break
+		}
+	}
+	for ; j < k; j++ {
+		out[j] = last
 	}
 	return out
 }
@@ -141,18 +152,24 @@ func sampleByOpacity(rng *rand.Rand, op []float64, cand []int32, k int) []int32 
 // Eq. 9 for n = min(c+1, 51) copies (mcmcCorrection), the opacity clamped to
 // [minOpacity, 1 − ε] after the scale is computed from the unclamped one, as gsplat does.
 func correctSources(g engine.Shapes, op []float64, src []int32, minOpacity float64) engine.Relocation {
-	count := map[int32]int{}
-	for _, i := range src {
-		count[i]++
+	sorted := src
+	if !slices.IsSorted(src) { // sampleByOpacity's draws already are
+		sorted = slices.Clone(src)
+		slices.Sort(sorted)
 	}
-	rows := make([]int32, 0, len(count))
-	for i := range count {
+	rows := make([]int32, 0, len(sorted))
+	count := make([]int, 0, len(sorted))
+	for _, i := range sorted {
+		if len(rows) > 0 && rows[len(rows)-1] == i {
+			count[len(count)-1]++
+			continue
+		}
 		rows = append(rows, i)
+		count = append(count, 1)
 	}
-	slices.Sort(rows)
 	r := engine.Relocation{Rows: rows, OpacityLogits: make([]float32, len(rows)), LogScales: make([]float32, 3*len(rows))}
 	for k, i := range rows {
-		o, mul := mcmcCorrection(op[i], min(count[i]+1, maxCopies))
+		o, mul := mcmcCorrection(op[i], min(count[k]+1, maxCopies))
 		o = min(max(o, minOpacity), 1-float32Eps)
 		r.OpacityLogits[k] = float32(math.Log(o / (1 - o)))
 		lm := math.Log(mul)
@@ -173,14 +190,15 @@ func mcmcCorrection(o float64, n int) (newOpacity, scaleMul float64) {
 	newOpacity = 1 - math.Pow(1-o, 1/float64(n))
 	denom := 0.0
 	for i := 1; i <= n; i++ {
-		c := 1.0 // C(i−1, k), built along the row
+		c, p := 1.0, newOpacity // C(i−1, k) and o'^(k+1), built along the row
 		for k := 0; k < i; k++ {
-			term := c * math.Pow(newOpacity, float64(k+1)) / math.Sqrt(float64(k+1))
+			term := c * p / math.Sqrt(float64(k+1))
 			if k%2 == 1 {
 				term = -term
 			}
 			denom += term
 			c = c * float64(i-1-k) / float64(k+1)
+			p *= newOpacity
 		}
 	}
 	return newOpacity, o / denom

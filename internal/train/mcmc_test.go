@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/rlxsplat/rlxsplat/internal/engine"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
 
@@ -65,19 +66,22 @@ func TestMCMCCorrectionInvariant(t *testing.T) {
 }
 
 // Sources are drawn with probability proportional to opacity: a chi-square test of the counts
-// of 60 000 draws over candidates of known weights, a zero weight never drawn, and
-// non-candidates never drawn.
+// of 60 000 draws over splats of known weights, and neither a zero weight nor one at or below
+// the floor (a dead splat) ever drawn.
 func TestSampleByOpacity(t *testing.T) {
-	op := []float64{0.5, 0, 0.1, 0.9, 0.25, 0.003, 0.7}
+	op := []float64{0.5, 0, 0.1, 0.9, 0.25, 0.003, 0.7, math.NaN(), 0.005}
 	cand := []int32{0, 1, 2, 3, 4, 6}
 	const k = 60000
-	got := sampleByOpacity(rand.New(rand.NewPCG(5, 6)), op, cand, k)
+	got := sampleByOpacity(rand.New(rand.NewPCG(5, 6)), op, 0.005, k)
+	if len(got) != k {
+		t.Fatalf("%d draws, want %d", len(got), k)
+	}
 	count := make([]int, len(op))
 	for _, i := range got {
 		count[i]++
 	}
-	if count[1] != 0 || count[5] != 0 {
-		t.Fatalf("drew a zero weight (%d) or a non-candidate (%d)", count[1], count[5])
+	if count[1] != 0 || count[5] != 0 || count[7] != 0 || count[8] != 0 {
+		t.Fatalf("drew a zero weight (%d), a splat below the floor (%d), NaN (%d) or one at the floor (%d)", count[1], count[5], count[7], count[8])
 	}
 	total := 0.0
 	for _, i := range cand {
@@ -95,7 +99,7 @@ func TestSampleByOpacity(t *testing.T) {
 	if chi2 > 18.47 {
 		t.Errorf("χ² = %.2f over counts %v", chi2, count)
 	}
-	if sampleByOpacity(rand.New(rand.NewPCG(1, 1)), []float64{0, 0}, nil, 3) != nil {
+	if sampleByOpacity(rand.New(rand.NewPCG(1, 1)), []float64{0, 0}, 0, 3) != nil {
 		t.Error("sampled from all-zero weights")
 	}
 }
@@ -233,4 +237,31 @@ func TestMCMCDemoTrainingImproves(t *testing.T) {
 		t.Fatalf("test PSNR %.2f → %.2f dB", evals[0].PSNR, evals[1].PSNR)
 	}
 	t.Logf("test PSNR %.2f → %.2f dB, %d → %d Gaussians", evals[0].PSNR, evals[1].PSNR, evals[0].Gaussians, evals[1].Gaussians)
+}
+
+// BenchmarkMCMCPolicy times the host's share of one refinement at the 1M cap: the opacities,
+// the dead/alive split, 50 000 draws for relocation and 50 000 for growth, and their
+// corrections (the engine's move and the Shapes read-back excluded).
+func BenchmarkMCMCPolicy(b *testing.B) {
+	const n, k = 1_000_000, 50_000
+	rng := rand.New(rand.NewPCG(1, 2))
+	g := engine.Shapes{LogScales: make([]float32, 3*n), OpacityLogits: make([]float32, n)}
+	for i := range g.OpacityLogits {
+		g.OpacityLogits[i] = float32(rng.NormFloat64() * 3)
+		g.LogScales[3*i] = float32(rng.NormFloat64() - 4)
+	}
+	b.ResetTimer()
+	for range b.N {
+		op := opacities(g, 2)
+		var dead []int32
+		for i, o := range op {
+			if !(o > 0.005) {
+				dead = append(dead, int32(i))
+			}
+		}
+		src := sampleByOpacity(rng, op, 0.005, k)
+		_ = correctSources(g, op, src, 0.005)
+		src = sampleByOpacity(rng, op, 0, k)
+		_ = correctSources(g, op, src, 0.005)
+	}
 }
