@@ -16,7 +16,7 @@
 //   skipped because the update or the new value was not finite.
 // opacity_reset: one thread per splat; logit = min(logit, maxLogit) (the original's opacity
 //   reset; the host zeroes the opacity moments).
-#include "prelude_cuda.h"
+#include "prelude.h"
 #include "common.h"
 #include "readout.h"
 #include "entries/adam.h"

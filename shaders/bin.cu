@@ -39,7 +39,7 @@
 //   row-major order. bin_emit_big writes the queued splats' tiles, a warp each, in the same
 //   order, from the hit bits bin_count_big kept (testing them again where there was no room).
 //   keys [cap] u32 tile ids, ids [cap] u32 splat ids
-#include "prelude_cuda.h"
+#include "prelude.h"
 #include "common.h"
 #include "readout.h"
 #include "entries/bin.h"

@@ -18,7 +18,7 @@
 //   arguments (the compiler cannot fold the chains); with |x| < 1 the chains converge to
 //   y/(1−x) and never overflow or go subnormal.
 //   out [NBLOCKS·BDIM] f32 (written)
-#include "prelude_cuda.h"
+#include "prelude.h"
 #include "abi.h"
 #include "entries/ceiling.h"
 

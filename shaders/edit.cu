@@ -19,7 +19,7 @@
 // zero_rows: one thread per element t < 59·count, row j = t mod count of field element
 //   k = t / count: zeroes every value of splat rows[j] (the moments of a rewritten splat).
 //   buf [59·n] f32, rows [count] i32 < n.
-#include "prelude_cuda.h"
+#include "prelude.h"
 #include "common.h"
 #include "entries/edit.h"
 

@@ -22,7 +22,8 @@ func TestPTXUpToDate(t *testing.T) {
 		t.Fatal("no *.cu kernel sources embedded")
 	}
 	for _, name := range units {
-		src, err := driver.SourceFromFS(Sources(), name)
+		// As the CUDA backend reads it (gpu.SourceFor): the prelude include maps to CUDA's.
+		src, err := driver.SourceFromFSFor(Sources(), name, "prelude_cuda.h")
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue

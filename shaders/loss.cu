@@ -41,7 +41,7 @@
 // a warp's 16 tx and two ty: 26·tx mod 32 runs through the 16 even banks, and the two rows add
 // an even and an odd offset, so it is free of conflicts too. PLANE is odd so that stage_rgb's
 // stores, which run over the channels of neighbouring pixels, spread over the banks.
-#include "prelude_cuda.h"
+#include "prelude.h"
 #include "common.h"
 #include "readout.h"
 #include "entries/loss.h"

@@ -10,7 +10,7 @@
 //   normal32(normal_key(seed, step, i, a)), gate(o) = σ(100·((1 − o) − 0.995)), Σ = R S Sᵀ Rᵀ
 //   from the normalised quaternion and exp(log s); a splat whose gate·scale is 0 or whose
 //   quaternion is zero or not finite stays in place. params [59·n] f32.
-#include "prelude_cuda.h"
+#include "prelude.h"
 #include "common.h"
 #include "entries/mcmc.h"
 

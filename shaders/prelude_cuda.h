@@ -2,8 +2,8 @@
 //
 // Kernel bodies never name CUDA directly: they use the words below, so that a Metal prelude
 // (address spaces, thread indices, barriers, atomics, simdgroup operations) and the host
-// emulator used by the tests (prelude_emu.h, swapped in by internal/fused's emulated device)
-// can run the very same bodies.
+// emulator (prelude_emu.h, internal/gpu/emu) can run the very same bodies. Units include the
+// backend-neutral "prelude.h", which the device layer maps to each backend's prelude.
 //
 // Arithmetic: every product whose result feeds a sum goes through mul_rn, which is never
 // contracted into a fused multiply-add. The CPU engine (Go, amd64) rounds every operation on

@@ -1,8 +1,8 @@
 // prelude_emu.h — the kernel vocabulary of prelude_cuda.h for a host C++ compiler, so that the
-// shared kernel bodies run (slowly, exactly) on a machine without a GPU. internal/fused's tests
-// use it through an emulated gpu.Device when RLXSPLAT_FUSED_EMU=1: it compiles a unit with g++,
-// substituting this file for prelude_cuda.h. The execution model (fibers, barriers, warp
-// operations) is emu_runtime.h's.
+// shared kernel bodies run (slowly, exactly) on a machine without a GPU. The host emulator
+// backend (internal/gpu/emu: --device emu, and the fused tests with RLXSPLAT_FUSED_EMU=1)
+// compiles a unit with a host C++ compiler, this file standing for the unit's "prelude.h".
+// The execution model (fibers, barriers, warp operations) is emu_runtime.h's.
 // mul_rn is a plain product: compile with -ffp-contract=off, so nothing is fused.
 #pragma once
 

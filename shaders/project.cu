@@ -17,7 +17,7 @@
 // pixel_rays: one thread per pixel (row-major), the unit world direction through the pixel
 // centre for the ray model (prep.RayCam.Ray, the CPU engine's float32 rays).
 //   cam   RayCam by value; rays [H*W,3] f32
-#include "prelude_cuda.h"
+#include "prelude.h"
 #include "common.h"
 #include "geom.h"
 #include "readout.h"

@@ -17,7 +17,7 @@
 //   grad2d [n] f32: ‖dL/d(projected centre)‖ in NDC units (pixel gradient × W/2, H/2)
 //   accumulate != 0: statAccum[i] += grad2d, statCount[i] += 1, statMaxRadius[i] = max(…, radius)
 //   for valid splats (the 3DGS densification statistics)
-#include "prelude_cuda.h"
+#include "prelude.h"
 #include "common.h"
 #include "geom.h"
 #include "readout.h"

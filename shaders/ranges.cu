@@ -5,7 +5,7 @@
 //   capacity, at least one thread); nothing runs when readout[RO_ABORT] is set.
 //   keys [m] u32 sorted tile ids (sort.cu's tile pass); offsets [numTiles+1] u32: offsets[t]
 //   is the first entry of tile t, offsets[numTiles] = m. Thread i writes the offsets of the tiles that start at i.
-#include "prelude_cuda.h"
+#include "prelude.h"
 #include "abi.h"
 #include "entries/ranges.h"
 

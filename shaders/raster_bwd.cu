@@ -45,7 +45,7 @@
 //   the chunk's end); chunkStart, chunkTile (raster_bwd_chunks); dImage [H*W,3] f32 (dL/dpixel)
 //   gColor [n,3], gOpacity [n]; EWA: gMean2d [n,2], gConic [n,3]; ray: gRayU [n,3], gRayA [n,9]
 //   (f32, zeroed by the host, accumulated here)
-#include "prelude_cuda.h"
+#include "prelude.h"
 #include "common.h"
 #include "readout.h"
 #include "raster.h"

@@ -21,7 +21,7 @@
 //   when it reaches entry k = (c+1)·CHUNK of its tile's list stores T and the front colour
 //   after entries [0, k) in the slot of chunk c, where raster_bwd's block for that chunk
 //   starts. Only stores are added for the backward: the image is the same.
-#include "prelude_cuda.h"
+#include "prelude.h"
 #include "common.h"
 #include "readout.h"
 #include "raster.h"

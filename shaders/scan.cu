@@ -12,7 +12,7 @@
 //   t the four from 1024b+4t; the block first sums blockSums[0, b) itself, then adds that to
 //   its elements. It replaces scanning the block sums (a launch or more) and scan_add when the
 //   sums are few (the host's choice: every block reads all the sums before its own).
-#include "prelude_cuda.h"
+#include "prelude.h"
 #include "abi.h"
 #include "entries/scan.h"
 

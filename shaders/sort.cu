@@ -24,7 +24,7 @@
 //   and values plus 5 KB of counts and offsets, under the 32 KB that Metal allows a
 //   threadgroup (12 rounds, not 16, and 16-bit round counts: a warp's count of a digit is at
 //   most 32 and a running offset less than SORT_CHUNK).
-#include "prelude_cuda.h"
+#include "prelude.h"
 #include "abi.h"
 #include "entries/sort.h"
 

@@ -54,7 +54,12 @@ and places every stage under them: the fewest bytes the stage must move and
 operations it must do (a lower-bound model of the step's size, see
 internal/fused/roofline.go) over its median time, as a fraction of each
 ceiling, and which of the two bounds it ("latency/other" when the stage
-reaches less than a quarter of both).`,
+reaches less than a quarter of both).
+
+--device metal (on a Mac) or emu (the host emulator: slow, for checking the
+kernels) runs the fused engine on that device. Where the device has no graph
+capture or no timing events, the steps run launch by launch or untimed, and
+the report's notes say what was skipped.`,
 		Example: `  rlxsplat bench --data ../shared/data/bonsai --downscale 4 --steps 20
   rlxsplat bench --data ../shared/data/bonsai --device cuda --roofline --json
   rlxsplat bench --data ../shared/data/bonsai --device cuda --scene out/point_cloud.ply`,
@@ -116,6 +121,8 @@ type benchResult struct {
 	Roofline        *benchRoofline `json:"roofline,omitempty"`
 	// --kernels: each launch of the step in order, its median device time.
 	Launches []benchLaunch `json:"launches,omitempty"`
+	// Notes: what the device lacks and the run skipped for it (graph capture, timing events).
+	Notes []string `json:"notes,omitempty"`
 }
 
 type benchLaunch struct {
@@ -257,7 +264,7 @@ func runBench(o *benchOptions, c *config.Config, s *streams) error {
 		}
 		r.GraphDeviceMs, r.GraphWallMs = median(dev), median(wall) // 0 without graphs
 	}
-	if o.kernels && onGPU {
+	if o.kernels && onGPU && fe.HasEvents() {
 		if r.Launches, err = timeLaunches(fe, o.steps, step); err != nil {
 			return err
 		}
@@ -269,10 +276,16 @@ func runBench(o *benchOptions, c *config.Config, s *streams) error {
 	if onGPU {
 		_, r.PeakDeviceBytes = fe.DeviceBytes()
 	}
+	if onGPU {
+		r.Notes = fe.Notes()
+		if !fe.HasEvents() && (o.kernels || o.roofline) {
+			r.Notes = append(r.Notes, "--kernels and --roofline need timing events: skipped")
+		}
+	}
 	if o.roofline {
 		if !onGPU {
 			fmt.Fprintf(s.Err, "rlxsplat: --roofline is for GPU engines only (this run used %s): skipped\n", r.Engine)
-		} else {
+		} else if fe.HasEvents() {
 			w := fused.Workload{Gaussians: r.Gaussians, Visible: int(median(visible)), Entries: int(median(entries)),
 				Width: r.Width, Height: r.Height, SHDegree: so.SHDegree, AccumulateStats: so.AccumulateStats,
 				Walk: medianWalk(walks)}
@@ -310,6 +323,9 @@ func runBench(o *benchOptions, c *config.Config, s *streams) error {
 	}
 	if len(r.Launches) > 0 {
 		printLaunches(s, r.Launches)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(s.Out, "note: %s\n", n)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -175,7 +176,7 @@ func TestVersionAndCompletion(t *testing.T) {
 		{[]string{"__complete", "train", "--device", ""}, []string{"auto", "cpu", "cuda"}},
 		{[]string{"__complete", "render", "--render", ""}, []string{"ewa", "ray"}},
 		{[]string{"__complete", "bench", "--config", ""}, []string{"default", "demo", "fast"}},
-		{[]string{"__complete", "parity", "--device", ""}, parityDevices},
+		{[]string{"__complete", "parity", "--device", ""}, config.DeviceNames()},
 		{[]string{"__complete", "render", "--scene", ""}, append(sceneExts, ":8")}, // 8: filter by extension
 		{[]string{"__complete", "train", "--resume", ""}, []string{"ckpt", ":8"}},
 		{[]string{"__complete", "train", "--data", ""}, []string{":16"}}, // 16: directories
@@ -238,7 +239,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"bench", "--steps", "0"}, exitUsage, "--steps", ""},
 		{[]string{"train", "extra"}, exitUsage, "rlxsplat train: unknown command", ""},
 		{[]string{"train", "--iterations", "x"}, exitUsage, `invalid argument "x" for "--iterations"`, ""},
-		{[]string{"train", "--device", "metal"}, exitUsage, "not one of auto, cpu, cuda", ""},
+		{[]string{"train", "--device", "tpu"}, exitUsage, "not one of auto, cpu, cuda, metal, emu", ""},
 		{[]string{"render", "--ckpt", "/nonexistent/a.ckpt"}, exitError, "rlxsplat render: scene: open /nonexistent/a.ckpt", ""},
 		// Every command's errors start with the command the user ran, whichever package failed.
 		{[]string{"export", "--scene", "/nonexistent/a.ply", "--out", "x.spz"}, exitError, "rlxsplat export: scene: open /nonexistent/a.ply", ""},
@@ -246,6 +247,18 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"train", "--resume", "/nonexistent/a.ckpt"}, exitError, "rlxsplat train: ckpt: open /nonexistent/a.ckpt", ""},
 		{[]string{"parity", "--config", "/nonexistent/p.yaml"}, exitUsage, "rlxsplat parity: config: config file", ""},
 		{[]string{"view", "--port", "x"}, exitUsage, "rlxsplat view: invalid argument", ""},
+	}
+	// --device metal where there is no Metal (every OS but macOS) fails before any data loads,
+	// with the hint and the exit status of a device that cannot be used; so does parity's.
+	if runtime.GOOS != "darwin" {
+		for _, args := range [][]string{{"train", "--device", "metal", "--data", "/nonexistent/scene"}, {"parity", "--quick", "--device", "metal"}} {
+			tests = append(tests, struct {
+				args    []string
+				code    int
+				wantErr string
+				wantOut string
+			}{args, exitDevice, "only available on macOS", ""})
+		}
 	}
 	// --device cuda without a GPU fails before any data loads (the dataset here does not
 	// exist, and the error is about the device), with the hint and its own exit code.

@@ -16,7 +16,6 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/config"
 	"github.com/rlxsplat/rlxsplat/internal/engine"
 	"github.com/rlxsplat/rlxsplat/internal/fused"
-	"github.com/rlxsplat/rlxsplat/internal/gpu"
 	"github.com/rlxsplat/rlxsplat/internal/parity"
 	"github.com/rlxsplat/rlxsplat/internal/prep"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
@@ -47,8 +46,9 @@ func newParityCmd(s *streams, runF func(*parityOptions) error) *cobra.Command {
 		Long: `Parity runs the CPU engine's whole step in float64 and compares every
 parameter group's gradient with central finite differences of the forward, for
 both render models, every loss and SH degrees 0–3. Where a GPU engine is
-available (--device auto, or cuda to require one), every stage of it is
-compared with the CPU engine (projection, tile lists, image, loss, each
+available (--device auto, or cuda or metal to require one; emu runs it on
+the host emulator, slowly, to check the kernels without a GPU), every stage
+of it is compared with the CPU engine (projection, tile lists, image, loss, each
 gradient group, parameters after Adam, a densification edit) for both render
 models and the three bin modes, on a random scene and, with --data, on the
 dataset's first test view. It prints tables and exits with status 3 on any
@@ -73,7 +73,7 @@ failure.`,
 				fmt.Fprint(s.Out, c.Describe())
 				return nil
 			}
-			// --device cuda without a GPU fails before minutes of CPU checks, not after.
+			// A device named that cannot be used fails before minutes of CPU checks, not after.
 			if err := app.CheckDevice(c); err != nil {
 				return err
 			}
@@ -87,7 +87,7 @@ failure.`,
 	addConfigFlags(fs, &o.cf)
 	fs.StringVar(&o.breakGroup, "break", "", "scale one group's analytic gradient by 1.01 to show the check fails (means, log_scales, quats, opacity_logits, sh)")
 	fs.BoolVar(&o.quick, "quick", false, "SH degrees 0 and 3 only")
-	o.cf.bindKey(fs, "device", "train.device", "GPU engine comparison: auto (when a GPU is present), cuda (required) or cpu (skip it)")
+	o.cf.bindKey(fs, "device", "train.device", "GPU engine comparison: auto (when a GPU is present), cuda or metal (required), emu (the host emulator: slow, for checking) or cpu (skip it)")
 	o.cf.bindKey(fs, "data", "data.dir", "dataset directory: also compare the GPU engine on its first test view")
 	o.cf.keyOf["downscale"] = "data.downscale"
 	fs.Int("downscale", 0, fmt.Sprintf("divide the dataset view's size by N ≥ 1 (config data.downscale; %d when no layer sets it)", parityDownscale))
@@ -108,10 +108,6 @@ func (o *parityOptions) checkFlags() error {
 	return nil
 }
 
-// parityDevices are the train.device values parity takes: its GPU comparison is of the CUDA
-// engine.
-var parityDevices = []string{string(config.DeviceAuto), string(config.DeviceCPU), string(config.DeviceCUDA)}
-
 // parityConfig applies parity's own default downscale, and rejects the settings parity
 // cannot honour: the GPU comparison is of the CUDA engine, and a dataset view needs a
 // downscale factor, not the automatic one.
@@ -119,8 +115,8 @@ func parityConfig(c *config.Config) error {
 	if c.Sources()["data.downscale"].Layer == config.LayerDefault {
 		c.Data.Downscale = parityDownscale
 	}
-	if !slices.Contains(parityDevices, string(c.Train.Device)) {
-		return usageError{fmt.Errorf("--device %q: parity compares the CUDA engine; want one of %s", c.Train.Device, strings.Join(parityDevices, ", "))}
+	if !slices.Contains(config.DeviceNames(), string(c.Train.Device)) {
+		return usageError{fmt.Errorf("--device %q is not one of %s", c.Train.Device, strings.Join(config.DeviceNames(), ", "))}
 	}
 	if c.Data.Downscale < 1 {
 		return usageError{fmt.Errorf("--downscale %d: want a factor ≥ 1", c.Data.Downscale)}
@@ -172,17 +168,17 @@ var parityLR = engine.LR{Means: 1.6e-4, LogScales: 5e-3, Quats: 1e-3, Opacity: 5
 // gpuParity compares every stage of the fused GPU engine with the CPU engine for both render
 // models and the three bin modes, on the synthetic scene and, with --data, on a dataset view.
 // It prints the table and returns the number of failed and of all rows; without a GPU it
-// says why in one line (an error only when --device cuda asked for one).
+// says why in one line (an error, exit status 4, when --device named one: cuda, metal, emu).
 func gpuParity(o *parityOptions, s *streams) (failed, total int, err error) {
 	device := o.c.Train.Device
 	if device == config.DeviceCPU {
 		fmt.Fprintln(s.Out, "GPU engine: comparison skipped (--device cpu).")
 		return 0, 0, nil
 	}
-	dev, err := gpu.Open(gpu.KindCUDA)
+	dev, err := app.OpenDevice(device)
 	if err != nil {
-		if device == config.DeviceCUDA {
-			return 0, 0, fmt.Errorf("parity: --device cuda: %w", err)
+		if device != config.DeviceAuto {
+			return 0, 0, fmt.Errorf("parity: --device %s: %w", device, err)
 		}
 		fmt.Fprintf(s.Out, "GPU engine: comparison skipped, no usable GPU (%s); CPU checks only.\n", firstLine(err))
 		return 0, 0, nil

@@ -28,7 +28,7 @@ const (
 	exitError  = 1   // the run failed: an input that cannot be read, a write that fails
 	exitUsage  = 2   // bad flags, arguments or configuration, or an --out that holds another run
 	exitCheck  = 3   // a parity check failed
-	exitDevice = 4   // the device asked for cannot be used (no GPU for --device cuda), or COLMAP is missing
+	exitDevice = 4   // the device asked for cannot be used (--device cuda without a GPU, metal off macOS, emu without a C++ compiler), or COLMAP is missing
 	exitCancel = 130 // interrupted (Ctrl-C or SIGTERM)
 )
 
@@ -184,8 +184,6 @@ func addCompletions(c *cobra.Command) {
 	}
 	// A command's own set where it takes fewer values than the configuration does.
 	switch c.Name() {
-	case "parity":
-		values["device"] = fixed(parityDevices...)
 	case "train":
 		values["out"] = dirs
 	case "render":

@@ -146,9 +146,11 @@ func InitPoints(c *config.Config, ds *dataset.Dataset) (string, error) {
 // ErrNoGPU reports that a GPU was asked for and none could be used.
 var ErrNoGPU = errors.New("app: no usable GPU")
 
-// NewEngine builds the engine for the configured device. With device auto
-// it falls back to the CPU engine when no GPU engine can start, and says so
-// through notice.
+// NewEngine builds the engine for the configured device: the CPU engine, or the fused engine
+// on the device that train.device names (cuda, metal, emu). With device auto it tries the GPU
+// backends in gpu.AutoOrder (Metal first on macOS, then CUDA) and falls back to the CPU
+// engine when none starts, saying through notice, on one line, why each was passed over. The
+// fused engine's own notes (what the device lacks and the engine skips) go to notice too.
 func NewEngine(c *config.Config, g *splat.Gaussians, notice func(string)) (engine.Engine, error) {
 	set, err := EngineSettings(c)
 	if err != nil {
@@ -158,16 +160,23 @@ func NewEngine(c *config.Config, g *splat.Gaussians, notice func(string)) (engin
 	case config.DeviceCPU:
 		return cpu.New(set, g)
 	case config.DeviceAuto:
-		eng, gerr := newGPUEngine(set, g)
-		if gerr == nil {
-			return eng, nil
+		var reasons []string
+		for _, kind := range gpu.AutoOrder(runtime.GOOS) {
+			eng, gerr := newGPUEngine(kind, set, g, notice)
+			if gerr == nil {
+				return eng, nil
+			}
+			reasons = append(reasons, backendReason(kind, strings.TrimPrefix(firstLine(gerr), ErrNoGPU.Error()+": ")))
 		}
 		if notice != nil {
-			notice(fmt.Sprintf("no GPU engine (%s): running on the CPU with %d threads", firstLine(gerr), set.Workers))
+			notice(fmt.Sprintf("no GPU engine (%s): running on the CPU with %d threads", strings.Join(reasons, "; "), set.Workers))
 		}
 		return cpu.New(set, g)
 	default:
-		eng, err := newGPUEngine(set, g)
+		if !c.Train.Device.GPU() {
+			return nil, fmt.Errorf("app: train.device %q is not one of %s", c.Train.Device, strings.Join(config.DeviceNames(), ", "))
+		}
+		eng, err := newGPUEngine(string(c.Train.Device), set, g, notice)
 		if err != nil {
 			return nil, fmt.Errorf("app: train.device %s: %w", c.Train.Device, err)
 		}
@@ -175,11 +184,20 @@ func NewEngine(c *config.Config, g *splat.Gaussians, notice func(string)) (engin
 	}
 }
 
-// newGPUEngine starts the fused GPU engine (internal/fused). Every failure wraps ErrNoGPU
-// with the reason (no device, no driver, a kernel that does not build, settings the device
-// cannot run), which is what device auto falls back on.
-func newGPUEngine(set engine.Settings, g *splat.Gaussians) (engine.Engine, error) {
-	e, err := fused.New(set, g)
+// newGPUEngine opens the device of kind and starts the fused GPU engine (internal/fused) on
+// it; the engine owns the device. Every failure wraps ErrNoGPU with the reason (no device, no
+// driver, a kernel that does not build, settings the device cannot run), which is what device
+// auto falls back on.
+func newGPUEngine(kind string, set engine.Settings, g *splat.Gaussians, notice func(string)) (engine.Engine, error) {
+	dev, err := gpu.Open(kind)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoGPU, err)
+	}
+	opts := []fused.Option{fused.OwnDevice()}
+	if notice != nil {
+		opts = append(opts, fused.WithNotice(notice))
+	}
+	e, err := fused.New(dev, set, g, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoGPU, err)
 	}
@@ -197,28 +215,53 @@ func firstLine(err error) string {
 	return msg
 }
 
-// GPUStatus says whether a GPU engine can start here, for commands that
-// report it (parity): nil, or the one-line reason it cannot.
-func GPUStatus(set engine.Settings) error {
-	g := splat.New(1)
-	e, err := newGPUEngine(set, g)
-	if err != nil {
-		return errors.New(firstLine(err))
+// backendReason is why backend kind was passed over, starting with its name once.
+func backendReason(kind, why string) string {
+	if strings.HasPrefix(why, kind+":") {
+		return why
 	}
-	return e.Close()
+	return kind + ": " + why
+}
+
+// OpenDevice opens the GPU device for a device value, for commands that run the fused engine
+// on it themselves (parity): the named backend, or with auto the first of gpu.AutoOrder that
+// opens. cpu opens nothing (nil, nil). The error wraps ErrNoGPU with the one-line reason (each
+// backend's, for auto).
+func OpenDevice(d config.Device) (gpu.Device, error) {
+	switch {
+	case d == config.DeviceCPU:
+		return nil, nil
+	case d == config.DeviceAuto:
+		var reasons []string
+		for _, kind := range gpu.AutoOrder(runtime.GOOS) {
+			dev, err := gpu.Open(kind)
+			if err == nil {
+				return dev, nil
+			}
+			reasons = append(reasons, backendReason(kind, firstLine(err)))
+		}
+		return nil, fmt.Errorf("%w (%s)", ErrNoGPU, strings.Join(reasons, "; "))
+	case d.GPU():
+		dev, err := gpu.Open(string(d))
+		if err != nil {
+			return nil, fmt.Errorf("%w (device %s): %s", ErrNoGPU, d, firstLine(err))
+		}
+		return dev, nil
+	}
+	return nil, fmt.Errorf("app: device %q is not one of %s", d, strings.Join(config.DeviceNames(), ", "))
 }
 
 // CheckDevice fails fast, before any data is loaded, when the configuration requires a GPU
-// (train.device cuda) and none can be opened. It opens the device alone, without building
-// an engine, so the check costs milliseconds; the error wraps ErrNoGPU with the one-line
-// reason.
+// (train.device cuda, metal or emu) and it cannot be opened. It opens the device alone,
+// without building an engine, so the check costs milliseconds; the error wraps ErrNoGPU with
+// the one-line reason.
 func CheckDevice(c *config.Config) error {
-	if c.Train.Device != config.DeviceCUDA {
+	if !c.Train.Device.GPU() {
 		return nil
 	}
-	d, err := gpu.Open(gpu.KindCUDA)
+	d, err := OpenDevice(c.Train.Device)
 	if err != nil {
-		return fmt.Errorf("%w (train.device cuda): %s", ErrNoGPU, firstLine(err))
+		return err
 	}
 	return d.Close()
 }

@@ -241,19 +241,27 @@ type MCMC struct {
 // Device selects where the training step runs (train.device).
 type Device string
 
-// Devices. The Metal backend (internal/gpu/metal) has no training engine yet, so "metal" is
-// not a device a run can ask for: accepting it would start the CUDA engine under its name.
+// Devices. auto tries the GPU engines in the order gpu.AutoOrder gives (Metal first on
+// macOS, then CUDA) and falls back to the CPU engine; metal and cuda require that backend; emu
+// runs the fused engine on the host emulator, a slow checking device that needs a C++
+// compiler (never picked by auto).
 const (
-	DeviceAuto Device = "auto" // a working GPU, else the CPU
-	DeviceCPU  Device = "cpu"
-	DeviceCUDA Device = "cuda"
+	DeviceAuto  Device = "auto" // a working GPU, else the CPU
+	DeviceCPU   Device = "cpu"
+	DeviceCUDA  Device = "cuda"
+	DeviceMetal Device = "metal"
+	DeviceEmu   Device = "emu"
 )
 
 // DeviceNames lists the values train.device accepts, in the order help and errors show them:
 // flag help, completion and the validation error all read this one list.
 func DeviceNames() []string {
-	return []string{string(DeviceAuto), string(DeviceCPU), string(DeviceCUDA)}
+	return []string{string(DeviceAuto), string(DeviceCPU), string(DeviceCUDA), string(DeviceMetal), string(DeviceEmu)}
 }
+
+// GPU reports whether d names one fused-engine backend (cuda, metal, emu): a device the run
+// requires rather than one it may fall back from.
+func (d Device) GPU() bool { return d == DeviceCUDA || d == DeviceMetal || d == DeviceEmu }
 
 // Train is the "train" section: the run itself.
 type Train struct {

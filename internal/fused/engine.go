@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/rlxsplat/rlxsplat/internal/camera"
@@ -36,7 +37,7 @@ const maxTileSize = 32
 type Engine struct {
 	set   engine.Settings
 	dev   gpu.Device
-	owned bool // the engine opened dev and closes it
+	owned bool // the engine closes dev (OwnDevice)
 	k     *abi.EngineKernels
 
 	n    int // splats
@@ -107,6 +108,11 @@ type Engine struct {
 	capturing bool
 	// timed: the step under way records its stage events (StepOptions.WantTimings).
 	timed bool
+	// noEvents: the device has no timing events (gpu.ErrUnsupported); notes are the features
+	// found missing, each said once through notice.
+	noEvents bool
+	notes    []string
+	notice   func(string)
 
 	// cpu-conic: the host's projection and lists.
 	binner    prep.Binner
@@ -131,22 +137,33 @@ type target struct {
 
 var _ engine.Pipeliner = (*Engine)(nil)
 
-// New opens the CUDA device and returns an engine training a copy of g. Without a usable GPU
-// the error wraps gpu.ErrNoDevice (device: auto then falls back to the CPU engine).
-func New(set engine.Settings, g *splat.Gaussians) (*Engine, error) {
-	if err := checkSettings(&set, g); err != nil {
+// Option configures New.
+type Option func(*Engine)
+
+// OwnDevice makes the engine close its device when it is closed (or when New fails).
+func OwnDevice() Option { return func(e *Engine) { e.owned = true } }
+
+// WithNotice passes the engine's one-line notes (what the device lacks and the engine skips
+// for it: graph capture, timing events) to notice, each once.
+func WithNotice(notice func(string)) Option { return func(e *Engine) { e.notice = notice } }
+
+// New returns an engine training a copy of g on dev, a device of any backend (cuda, metal,
+// emu) that the caller opened. dev stays open when the engine closes unless OwnDevice is
+// given; with OwnDevice it is closed also when New fails. A device without graph capture or
+// timing events (gpu.ErrUnsupported) runs steps launch by launch or without per-stage
+// timings, and the engine says so through WithNotice's callback and Notes.
+func New(dev gpu.Device, set engine.Settings, g *splat.Gaussians, opts ...Option) (*Engine, error) {
+	var o Engine
+	for _, f := range opts {
+		f(&o)
+	}
+	e, err := newOnDevice(dev, set, g, opts...)
+	if err != nil {
+		if o.owned && dev != nil {
+			err = errors.Join(err, dev.Close())
+		}
 		return nil, err
 	}
-	dev, err := gpu.Open(gpu.KindCUDA)
-	if err != nil {
-		return nil, fmt.Errorf("fused: %w", err)
-	}
-	e, err := newOnDevice(dev, set, g)
-	if err != nil {
-		dev.Close()
-		return nil, err
-	}
-	e.owned = true
 	return e, nil
 }
 
@@ -177,8 +194,11 @@ func checkSettings(set *engine.Settings, g *splat.Gaussians) error {
 // whole warp rather than one thread. At most 32: bin_count keeps a small box's hits in a u32.
 const defaultBigArea = 16
 
-// newOnDevice builds an engine on an open device (the tests pass an emulated one).
-func newOnDevice(dev gpu.Device, set engine.Settings, g *splat.Gaussians) (*Engine, error) {
+// newOnDevice builds an engine on an open device, which it leaves open on failure.
+func newOnDevice(dev gpu.Device, set engine.Settings, g *splat.Gaussians, opts ...Option) (*Engine, error) {
+	if dev == nil {
+		return nil, errors.New("fused: no device")
+	}
 	if err := checkSettings(&set, g); err != nil {
 		return nil, err
 	}
@@ -188,6 +208,9 @@ func newOnDevice(dev gpu.Device, set engine.Settings, g *splat.Gaussians) (*Engi
 	}
 	e := &Engine{set: set, dev: dev, k: k, targets: map[int]*target{}, bigArea: defaultBigArea, bwdMaxBlocks: defaultBwdMaxBlocks,
 		scanDirect: maxDirectSums}
+	for _, f := range opts {
+		f(e)
+	}
 	if err := e.setup(); err != nil {
 		e.release()
 		return nil, err
@@ -205,14 +228,9 @@ func (e *Engine) setup() error {
 		if e.readouts[slot], err = e.dev.Alloc(roWords * 4); err != nil {
 			return fmt.Errorf("fused: %w", err)
 		}
-		for i := range e.slotEvents[slot] {
-			if e.slotEvents[slot][i], err = e.dev.NewEvent(); err != nil {
-				return fmt.Errorf("fused: %w", err)
-			}
-		}
-		if e.ends[slot], err = e.dev.NewEvent(); err != nil {
-			return fmt.Errorf("fused: %w", err)
-		}
+	}
+	if err := e.newEvents(); err != nil {
+		return err
 	}
 	if e.dummy, err = e.dev.Alloc(256); err != nil {
 		return fmt.Errorf("fused: %w", err)
@@ -220,6 +238,52 @@ func (e *Engine) setup() error {
 	e.useSlot(0, nil)
 	return nil
 }
+
+// newEvents creates the stage and end events of both slots; on a device without events
+// (gpu.ErrUnsupported) the engine goes without: readouts wait for all queued work and steps
+// report no device timings.
+func (e *Engine) newEvents() error {
+	for slot := range e.slotEvents {
+		for i := range e.slotEvents[slot] {
+			ev, err := e.dev.NewEvent()
+			if errors.Is(err, gpu.ErrUnsupported) {
+				e.noEvents = true
+				e.skip("timing events", "steps report no per-stage device times and each readout waits for all queued work")
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("fused: %w", err)
+			}
+			e.slotEvents[slot][i] = ev
+		}
+		ev, err := e.dev.NewEvent()
+		if err != nil {
+			return fmt.Errorf("fused: %w", err)
+		}
+		e.ends[slot] = ev
+	}
+	return nil
+}
+
+// skip notes, once per feature, that the device lacks it and what the engine does instead.
+func (e *Engine) skip(feature, instead string) {
+	note := fmt.Sprintf("%s device has no %s: %s", e.dev.Info().Backend, feature, instead)
+	if slices.Contains(e.notes, note) {
+		return
+	}
+	e.notes = append(e.notes, note)
+	if e.notice != nil {
+		e.notice(note)
+	}
+}
+
+// Notes are the engine's one-line notes so far: each feature the device lacks and what the
+// engine skips for it (graph capture is found missing at the first step that asks for it).
+func (e *Engine) Notes() []string { return slices.Clone(e.notes) }
+
+// HasEvents reports whether the device has timing events: without them steps carry no
+// Timings and TimeLaunches and Ceilings are unavailable.
+func (e *Engine) HasEvents() bool { return !e.noEvents }
 
 // Name says which engine and device this is.
 func (e *Engine) Name() string {

@@ -2,8 +2,11 @@ package fused
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/engine"
 	"github.com/rlxsplat/rlxsplat/internal/engine/cpu"
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
+	"github.com/rlxsplat/rlxsplat/internal/gpu/emu"
 	"github.com/rlxsplat/rlxsplat/internal/io/dataset"
 	"github.com/rlxsplat/rlxsplat/internal/loss"
 	"github.com/rlxsplat/rlxsplat/internal/prep"
@@ -235,23 +239,22 @@ func sameState(t *testing.T, what string, fe *Engine, ce *cpu.Engine) {
 	}
 }
 
-// TestNew checks the constructor's errors: no GPU is ErrNoDevice (the auto fallback's
-// trigger), and settings the device cannot run are refused before it is opened.
+// closeCounter is a device that only counts Close calls: New must refuse bad settings before
+// it touches the device, and close an owned device when it fails.
+type closeCounter struct {
+	gpu.Device
+	closed int
+}
+
+func (c *closeCounter) Close() error { c.closed++; return nil }
+
+// TestNew checks the constructor: it runs on the device it is given and leaves it open unless
+// it owns it; settings the engine cannot run are refused before the device is used, and an
+// owned device is closed on that failure.
 func TestNew(t *testing.T) {
 	g := randomScene(rand.New(rand.NewPCG(seedScene, 99)), 10, 0.05)
-	set := engine.DefaultSettings()
-	e, err := New(set, g)
-	if err != nil {
-		if !errors.Is(err, gpu.ErrNoDevice) {
-			t.Fatalf("New without a usable GPU: %v, want an error wrapping gpu.ErrNoDevice", err)
-		}
-	} else {
-		if e.Len() != 10 || !strings.HasPrefix(e.Name(), "fused cuda") {
-			t.Errorf("New: %d splats, name %q", e.Len(), e.Name())
-		}
-		if err := e.Close(); err != nil {
-			t.Error(err)
-		}
+	if _, err := New(nil, engine.DefaultSettings(), g); err == nil {
+		t.Error("New accepted a nil device")
 	}
 	for _, c := range []struct {
 		name string
@@ -266,9 +269,129 @@ func TestNew(t *testing.T) {
 	} {
 		s := engine.DefaultSettings()
 		c.mod(&s)
-		if _, err := New(s, c.g); err == nil || !strings.Contains(err.Error(), c.want) {
+		dev := &closeCounter{}
+		if _, err := New(dev, s, c.g, OwnDevice()); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: New = %v, want an error mentioning %q", c.name, err, c.want)
 		}
+		if dev.closed != 1 {
+			t.Errorf("%s: the owned device was closed %d times, want once", c.name, dev.closed)
+		}
+	}
+
+	dev, _ := testDevice(t)
+	e, err := New(dev, engine.DefaultSettings(), g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "fused " + dev.Info().Backend; e.Len() != 10 || !strings.HasPrefix(e.Name(), want) {
+		t.Errorf("New: %d splats, name %q (want the prefix %q)", e.Len(), e.Name(), want)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The device is the caller's: still open.
+	b, err := dev.Alloc(16)
+	if err != nil {
+		t.Fatalf("the device was closed with the engine: %v", err)
+	}
+	dev.Free(b)
+}
+
+// TestNewDeviceCapabilities trains the same steps on the emulator with graph capture and
+// timing events each switched off, as on a device without them (gpu.ErrUnsupported), and
+// requires bit-identical losses and parameters (the emulator sums in a fixed order), per-stage
+// timings exactly where events exist, and one note for each feature the device lacks.
+func TestNewDeviceCapabilities(t *testing.T) {
+	if os.Getenv(envEmu) != "1" {
+		t.Skip("runs on the host emulator: set " + envEmu + "=1")
+	}
+	const steps = 4
+	g, views := trainingScene(true, 5, 78)
+	type result struct {
+		losses []float64
+		params []float32
+	}
+	run := func(t *testing.T, cfg emu.Config) result {
+		dev := newEmu(t, cfg)
+		var noticed []string
+		fe, err := New(dev, engine.DefaultSettings(), g, WithNotice(func(m string) { noticed = append(noticed, m) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fe.Close()
+		fe.SetGraphs(true)
+		if err := fe.growLists(16); err != nil {
+			t.Fatal(err)
+		}
+		fe.listCap = 16 // the first step overflows and runs again
+		var r result
+		for s := 0; s < steps; s++ {
+			o := engine.StepOptions{SHDegree: 1 + s/2, LR: testLR(), Background: [3]float32{0.2, float32(s) / steps, 0.5},
+				AccumulateStats: s%2 == 0, WantTimings: true}
+			res, err := fe.Step(views[s%len(views)], o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, whole := res.Timings[engine.StageStep]
+			switch {
+			case cfg.NoEvents && res.Timings != nil:
+				t.Fatalf("step %d: timings %v without events", s, res.Timings)
+			case !cfg.NoEvents && len(res.Timings) == 0:
+				t.Fatalf("step %d: no timings with events", s)
+			case !cfg.NoEvents && whole == cfg.NoGraphs:
+				t.Fatalf("step %d: timings %v (graphs off: %v)", s, res.Timings, cfg.NoGraphs)
+			}
+			r.losses = append(r.losses, res.Loss)
+		}
+		p, err := fe.Gaussians()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.params = flat(p)
+		want := 0
+		for _, off := range []struct {
+			off  bool
+			word string
+		}{{cfg.NoGraphs, "graph capture"}, {cfg.NoEvents, "timing events"}} {
+			if !off.off {
+				continue
+			}
+			want++
+			if !slices.ContainsFunc(noticed, func(m string) bool { return strings.Contains(m, "emu device has no "+off.word) }) {
+				t.Errorf("no notice of the missing %s: %q", off.word, noticed)
+			}
+		}
+		if len(noticed) != want || !slices.Equal(noticed, fe.Notes()) {
+			t.Errorf("notices %q, notes %q: want %d, each once", noticed, fe.Notes(), want)
+		}
+		fe.SetGraphs(false)
+		if err := fe.TimeLaunches(true); cfg.NoEvents != (err != nil) {
+			t.Errorf("TimeLaunches (events off: %v): %v", cfg.NoEvents, err)
+		}
+		if err := fe.TimeLaunches(false); err != nil {
+			t.Error(err)
+		}
+		return r
+	}
+	var base result
+	for i, cfg := range []emu.Config{{}, {NoGraphs: true}, {NoEvents: true}, {NoGraphs: true, NoEvents: true}} {
+		name := fmt.Sprintf("graphs=%v,events=%v", !cfg.NoGraphs, !cfg.NoEvents)
+		t.Run(name, func(t *testing.T) {
+			r := run(t, cfg)
+			if i == 0 {
+				base = r
+				return
+			}
+			if base.losses == nil {
+				t.Skip("the run with every feature failed")
+			}
+			if !slices.Equal(r.losses, base.losses) {
+				t.Errorf("losses %v, with every feature %v", r.losses, base.losses)
+			}
+			if d := countDiff(r.params, base.params); d > 0 {
+				t.Errorf("%d parameters differ from the run with every feature", d)
+			}
+		})
 	}
 }
 

@@ -1,12 +1,15 @@
 package fused
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
+	"github.com/rlxsplat/rlxsplat/internal/gpu/emu"
 )
 
 // envEmu runs the GPU tests on the host emulator when no CUDA device is present.
@@ -41,12 +44,32 @@ func testDevice(t testing.TB) (gpu.Device, bool) {
 	if os.Getenv(envEmu) != "1" {
 		t.Skip("no CUDA device: " + err.Error())
 	}
-	ed, eerr := newEmuDevice(emuCacheDir())
+	ed, eerr := emu.New(emu.Config{CacheDir: emuCacheDir()})
 	if eerr != nil {
 		t.Skip("no CUDA device (" + err.Error() + ") and no emulator: " + eerr.Error())
 	}
 	t.Cleanup(func() { ed.Close() })
 	return ed, true
+}
+
+// newEmu opens the host emulator with cfg (the shared test cache), or skips without a C++
+// compiler.
+func newEmu(t testing.TB, cfg emu.Config) *emu.Device {
+	t.Helper()
+	cfg.CacheDir = emuCacheDir()
+	d, err := emu.New(cfg)
+	if err != nil {
+		t.Skip("no host emulator: " + err.Error())
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// emuCacheDir is a per-user directory for the compiled units, keyed by source hash, so that
+// repeated test runs do not recompile.
+func emuCacheDir() string {
+	h := sha256.Sum256([]byte(os.Getenv("USER")))
+	return filepath.Join(os.TempDir(), "rlxsplat-emu-"+hex.EncodeToString(h[:4]))
 }
 
 // sharedDir returns ../shared/<rel> beside the module root, or skips the test.

@@ -111,6 +111,9 @@ func (e *Engine) TimeLaunches(on bool) error {
 		if e.graphs {
 			return errors.New("fused: time launches: steps run as graphs (SetGraphs(false) first)")
 		}
+		if e.noEvents {
+			return fmt.Errorf("fused: time launches: the %s device has no timing events: %w", e.dev.Info().Backend, gpu.ErrUnsupported)
+		}
 		e.dev = &launchTimer{Device: e.dev}
 		e.k.SetDevice(e.dev)
 	case !on && timing:

@@ -34,6 +34,7 @@ func (e *Engine) enqueueStep(cam *camera.Camera, tgt gpu.Buffer, o engine.StepOp
 			return p, err
 		}
 		e.graphs = false // the device has no graphs: eager from now on
+		e.skip("graph capture", "steps run launch by launch")
 	}
 	p, err := e.forward(cam, o.SHDegree, o.Background)
 	if err != nil {
@@ -241,12 +242,15 @@ func (e *Engine) useSlot(slot int, prev *inflight) {
 // enqueue queues q's work behind prev (or nil) and the event its readout waits for.
 func (e *Engine) enqueue(q, prev *inflight) error {
 	e.useSlot(q.slot, prev)
-	e.timed = q.o.WantTimings
+	e.timed = q.o.WantTimings && !e.noEvents
 	p, err := e.enqueueStep(&q.cam, q.tgt, q.o, q.ap)
 	if err != nil {
 		return err
 	}
 	q.p = p
+	if e.noEvents {
+		return nil // readSlot waits for all queued work instead
+	}
 	return e.dev.Record(e.ends[q.slot])
 }
 
@@ -288,6 +292,13 @@ func (e *Engine) finish(q *inflight) error {
 // step queued behind it runs on.
 func (e *Engine) readSlot(slot int) (readout, error) {
 	b := make([]byte, roWords*4)
+	if e.noEvents {
+		// No end event to wait for: wait for everything queued, the step behind included.
+		if err := e.dev.Download(b, e.readouts[slot], 0); err != nil {
+			return readout{}, err
+		}
+		return readoutFromBytes(b), nil
+	}
 	if err := e.dev.DownloadAfter(b, e.readouts[slot], 0, e.ends[slot]); err != nil {
 		return readout{}, err
 	}
@@ -305,7 +316,7 @@ func (e *Engine) complete(q *inflight, ro *readout) error {
 	res.Loss, res.L1, res.MSE, res.SSIM = lossResult(e.set.Loss, e.set.SSIMLambda, ro, w*h*3)
 	ev := e.slotEvents[q.slot][:]
 	switch {
-	case !q.o.WantTimings:
+	case !q.o.WantTimings, e.noEvents: // without events there is nothing to time with
 	case q.p.graphed:
 		ms, err := e.dev.ElapsedMs(ev[0], ev[len(ev)-1])
 		if err != nil {

@@ -2,8 +2,14 @@
 // download/memset, compile → module → kernel, launch, sync, events, graph capture, close) with
 // typed handles, and Open, which picks a backend: "cuda" (Linux; libcuda + NVRTC loaded with
 // purego, no cgo), "metal" (macOS; Metal.framework through purego's objc; its host code is
-// tested on Linux over a fake Metal runtime and has not yet run on Apple hardware) or "auto"
-// (the first that opens).
+// tested on Linux over a fake Metal runtime and has not yet run on Apple hardware), "emu"
+// (internal/gpu/emu: the kernels on the host through a C++ compiler, slow and exact, for
+// checking without a GPU) or "auto" (Metal first on macOS, then CUDA; never the emulator).
+//
+// Preludes: kernel units include the backend-neutral "prelude.h"; CompileFile and
+// CompileShader read it as the device's own prelude (Prelude: prelude_cuda.h, prelude_metal.h,
+// prelude_emu.h), so a source's hash, which keys the kernel cache and the prebuilt PTX, covers
+// what that backend compiles.
 //
 // Errors: with no GPU or no driver, Open returns an error for which errors.Is(err,
 // ErrNoDevice) holds (ErrNoDriver is a kind of ErrNoDevice), which is what `device: auto` uses

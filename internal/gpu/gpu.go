@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"runtime"
 	"strings"
 	"unsafe"
 
 	"github.com/rlxsplat/rlxsplat/internal/gpu/cuda"
 	"github.com/rlxsplat/rlxsplat/internal/gpu/driver"
+	"github.com/rlxsplat/rlxsplat/internal/gpu/emu"
 	"github.com/rlxsplat/rlxsplat/internal/gpu/metal"
 	"github.com/rlxsplat/rlxsplat/shaders"
 )
@@ -77,12 +79,31 @@ func BlocksFor(n, per uint32) Dim3 { return Dim3{(n + per - 1) / per, 1, 1} }
 // the case in which `device: auto` falls back to the CPU engine.
 func IsUnavailable(err error) bool { return errors.Is(err, ErrNoDevice) }
 
-// Backend kinds accepted by Open.
+// Backend kinds accepted by Open. KindEmu is the host emulator (internal/gpu/emu): a slow,
+// exact checking device that needs only a C++ compiler; "auto" never picks it.
 const (
 	KindAuto  = "auto"
 	KindCUDA  = "cuda"
 	KindMetal = "metal"
+	KindEmu   = "emu"
 )
+
+// Each backend's prelude: the file that the backend-neutral driver.PreludeInclude of a kernel
+// unit maps to when CompileFile reads the unit for a device of that backend.
+var preludes = map[string]string{
+	KindCUDA:  "prelude_cuda.h",
+	KindMetal: "prelude_metal.h",
+	KindEmu:   emu.Prelude,
+}
+
+// Prelude is the prelude file that units compile against on backend (Info().Backend).
+func Prelude(backend string) (string, error) {
+	p, ok := preludes[backend]
+	if !ok {
+		return "", fmt.Errorf("gpu: backend %q has no kernel prelude (want %s, %s or %s)", backend, KindCUDA, KindMetal, KindEmu)
+	}
+	return p, nil
+}
 
 // Environment variables read by OptionsFromEnv.
 const (
@@ -94,9 +115,10 @@ const (
 	EnvShaderDir = "RLXSPLAT_SHADER_DIR"
 )
 
-// Open opens a device of the given kind ("auto", "cuda", "metal") with options from the
-// environment. With "auto" it tries CUDA, then Metal; if neither has a device the error
-// satisfies errors.Is(err, ErrNoDevice) and joins each backend's reason.
+// Open opens a device of the given kind ("auto", "cuda", "metal", "emu") with options from
+// the environment. With "auto" it tries Metal first on macOS, then CUDA (see AutoOrder); if
+// none has a device the error satisfies errors.Is(err, ErrNoDevice) and joins each backend's
+// reason.
 func Open(kind string) (Device, error) {
 	o, err := OptionsFromEnv(os.Getenv)
 	if err != nil {
@@ -115,30 +137,47 @@ func OpenWith(kind string, o Options) (Device, error) {
 		return openCUDA(o)
 	case KindMetal:
 		return openMetal(o)
+	case KindEmu:
+		return openEmu(o)
 	case KindAuto, "":
-		d, cerr := openCUDA(o)
-		if cerr == nil {
-			return d, nil
+		var reasons []error
+		for _, k := range AutoOrder(runtime.GOOS) {
+			d, err := OpenWith(k, o)
+			if err == nil {
+				return d, nil
+			}
+			if !errors.Is(err, ErrNoDevice) {
+				return nil, err // a GPU is there but broken: say so rather than hide it
+			}
+			reasons = append(reasons, err)
 		}
-		if !errors.Is(cerr, ErrNoDevice) {
-			return nil, cerr // a GPU is there but broken: say so rather than hide it
-		}
-		d, merr := openMetal(o)
-		if merr == nil {
-			return d, nil
-		}
-		if !errors.Is(merr, ErrNoDevice) {
-			return nil, merr
-		}
-		return nil, fmt.Errorf("gpu: no GPU found (device: auto):\n%w", errors.Join(cerr, merr))
+		return nil, fmt.Errorf("gpu: no GPU found (device: auto):\n%w", errors.Join(reasons...))
 	}
-	return nil, fmt.Errorf("gpu: unknown device kind %q (want %q, %q or %q)", kind, KindAuto, KindCUDA, KindMetal)
+	return nil, fmt.Errorf("gpu: unknown device kind %q (want %q, %q, %q or %q)", kind, KindAuto, KindCUDA, KindMetal, KindEmu)
+}
+
+// AutoOrder is the order in which "auto" tries the GPU backends on goos: Metal first on macOS
+// (where CUDA does not exist), CUDA first elsewhere. The emulator is never tried: it is a
+// checking device, far too slow to train on.
+func AutoOrder(goos string) []string {
+	if goos == "darwin" {
+		return []string{KindMetal, KindCUDA}
+	}
+	return []string{KindCUDA, KindMetal}
 }
 
 // The backends return concrete pointers; convert here so that a nil pointer never becomes a
 // non-nil interface.
 func openCUDA(o Options) (Device, error) {
 	d, err := cuda.Open(o)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func openEmu(o Options) (Device, error) {
+	d, err := emu.Open(o)
 	if err != nil {
 		return nil, err
 	}
@@ -180,13 +219,25 @@ func envBool(getenv func(string) string, key string) (bool, error) {
 	}
 }
 
-// CompileFile reads the unit name (and the headers it includes) from fsys and compiles it.
+// CompileFile reads the unit name (and the headers it includes, the backend-neutral prelude
+// mapped to d's: see Prelude) from fsys and compiles it on d.
 func CompileFile(d Device, fsys fs.FS, name string) (Module, error) {
-	src, err := driver.SourceFromFS(fsys, name)
+	src, err := SourceFor(d, fsys, name)
 	if err != nil {
 		return nil, err
 	}
 	return d.Compile(src)
+}
+
+// SourceFor reads the unit name from fsys as d's backend compiles it: driver.PreludeInclude
+// maps to the backend's prelude. A backend without a prelude of its own (a test double) reads
+// the prelude include as it is.
+func SourceFor(d Device, fsys fs.FS, name string) (Source, error) {
+	prelude, err := Prelude(d.Info().Backend)
+	if err != nil {
+		prelude = ""
+	}
+	return driver.SourceFromFSFor(fsys, name, prelude)
 }
 
 // CompileShader compiles one of the kernel units in shaders/, e.g. "selftest.cu", from the

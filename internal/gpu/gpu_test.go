@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/rlxsplat/rlxsplat/internal/gpu/driver"
+	"github.com/rlxsplat/rlxsplat/shaders"
 )
 
 // hostDevice is an in-memory Device for testing the typed helpers without a GPU.
@@ -268,5 +270,98 @@ func TestOpenReadsEnvironment(t *testing.T) {
 	}
 	if m := runSelfTest(t, d); m.Info().Origin != driver.OriginEmbedded {
 		t.Fatalf("origin %q", m.Info().Origin)
+	}
+}
+
+func TestAutoOrder(t *testing.T) {
+	tests := []struct {
+		goos string
+		want string
+	}{
+		{"darwin", "metal,cuda"},
+		{"linux", "cuda,metal"},
+		{"windows", "cuda,metal"},
+	}
+	for _, tc := range tests {
+		if got := strings.Join(AutoOrder(tc.goos), ","); got != tc.want {
+			t.Errorf("AutoOrder(%s) = %s, want %s", tc.goos, got, tc.want)
+		}
+	}
+}
+
+func TestPreludePerBackend(t *testing.T) {
+	tests := []struct {
+		backend, want string
+		ok            bool
+	}{
+		{KindCUDA, "prelude_cuda.h", true},
+		{KindEmu, "prelude_emu.h", true},
+		{KindMetal, "prelude_metal.h", true},
+		{"other", "", false},
+	}
+	for _, tc := range tests {
+		got, err := Prelude(tc.backend)
+		if got != tc.want || (err == nil) != tc.ok {
+			t.Errorf("Prelude(%q) = %q, %v", tc.backend, got, err)
+		}
+	}
+	// Every prelude but Metal's (written with the Metal sources) is embedded.
+	for _, b := range []string{KindCUDA, KindEmu} {
+		p, _ := Prelude(b)
+		if _, err := fs.Stat(shaders.Sources(), p); err != nil {
+			t.Errorf("%s prelude %s not embedded: %v", b, p, err)
+		}
+	}
+}
+
+func TestOpenEmu(t *testing.T) {
+	d, err := OpenWith(KindEmu, Options{CacheDir: t.TempDir()})
+	if errors.Is(err, ErrNoDevice) {
+		t.Skip("no host emulator: " + err.Error())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if b := d.Info().Backend; b != KindEmu {
+		t.Fatalf("backend %q", b)
+	}
+	// A unit including the backend-neutral prelude compiles against the emulator's.
+	emuPrelude, err := fs.ReadFile(shaders.Sources(), "prelude_emu.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	emuRuntime, err := fs.ReadFile(shaders.Sources(), "emu_runtime.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys := fstest.MapFS{
+		"prelude_emu.h": {Data: emuPrelude},
+		"emu_runtime.h": {Data: emuRuntime},
+		"k.cu": {Data: []byte(`#include "prelude.h"
+KERNEL fill(u32* dst, u32 n, u32 v) { u32 i = BID * BDIM + TID; if (i < n) dst[i] = v; }
+`)},
+	}
+	m, err := CompileFile(d, fsys, "k.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := m.Kernel("fill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf, _ := AllocSlice[uint32](d, 5)
+	if err := d.Launch(k, BlocksFor(5, 4), Dim3{4}, 0, Ptr(buf), U32(5), U32(7)); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]uint32, 5)
+	if err := DownloadU32(d, out, buf); err != nil || [5]uint32(out) != [5]uint32{7, 7, 7, 7, 7} {
+		t.Fatalf("fill: %v %v", out, err)
+	}
+}
+
+func TestUnknownKind(t *testing.T) {
+	if _, err := OpenWith("vulkan", Options{}); err == nil || !strings.Contains(err.Error(), `"emu"`) {
+		t.Fatalf("unknown kind: %v", err)
 	}
 }

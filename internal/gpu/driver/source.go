@@ -114,17 +114,29 @@ var includeRe = regexp.MustCompile(`^\s*#\s*include\s+"([^"]+)"`)
 // maxIncludeDepth bounds include recursion so that a cycle is reported instead of looping.
 const maxIncludeDepth = 16
 
+// PreludeInclude is the backend-neutral prelude that kernel units include. Each backend maps it
+// to its own file (SourceFromFSFor): the kernel vocabulary (thread indices, barriers, warp
+// operations, atomics) for its compiler.
+const PreludeInclude = "prelude.h"
+
 // SourceFromFS reads the unit name from fsys together with every header it includes with
 // `#include "..."` (recursively, paths relative to the including file's directory). A missing
 // header is an error naming the including file and line. Angle-bracket includes are left to
 // the compiler.
-func SourceFromFS(fsys fs.FS, name string) (Source, error) {
+func SourceFromFS(fsys fs.FS, name string) (Source, error) { return SourceFromFSFor(fsys, name, "") }
+
+// SourceFromFSFor is SourceFromFS for one backend: an include of PreludeInclude reads the file
+// prelude instead (when prelude is not ""), and the header keeps the included name. The
+// source's Hash then covers the backend's prelude, so that compiled-kernel caches and prebuilt
+// images are keyed on what the backend's compiler actually sees.
+func SourceFromFSFor(fsys fs.FS, name, prelude string) (Source, error) {
 	code, err := fs.ReadFile(fsys, name)
 	if err != nil {
 		return Source{}, fmt.Errorf("gpu: read kernel source %s: %w", name, err)
 	}
 	src := Source{Name: path.Base(name), Code: string(code), Headers: map[string]string{}}
-	if err := collectIncludes(fsys, name, string(code), src.Headers, 0); err != nil {
+	r := includeReader{fsys: fsys, prelude: prelude}
+	if err := r.collect(name, string(code), src.Headers, 0); err != nil {
 		return Source{}, err
 	}
 	if len(src.Headers) == 0 {
@@ -133,7 +145,13 @@ func SourceFromFS(fsys fs.FS, name string) (Source, error) {
 	return src, nil
 }
 
-func collectIncludes(fsys fs.FS, file, code string, out map[string]string, depth int) error {
+// includeReader reads included headers from fsys, the prelude from its mapped file.
+type includeReader struct {
+	fsys    fs.FS
+	prelude string
+}
+
+func (r includeReader) collect(file, code string, out map[string]string, depth int) error {
 	if depth > maxIncludeDepth {
 		return fmt.Errorf("gpu: kernel source %s: includes nested deeper than %d (a cycle?)", file, maxIncludeDepth)
 	}
@@ -149,12 +167,15 @@ func collectIncludes(fsys fs.FS, file, code string, out map[string]string, depth
 			continue
 		}
 		p := path.Join(path.Dir(file), inc)
-		text, err := fs.ReadFile(fsys, p)
+		if inc == PreludeInclude && r.prelude != "" {
+			p = path.Join(path.Dir(file), r.prelude)
+		}
+		text, err := fs.ReadFile(r.fsys, p)
 		if err != nil {
 			return fmt.Errorf("gpu: kernel source %s:%d: include %q: %w", file, line, inc, err)
 		}
 		out[inc] = string(text)
-		if err := collectIncludes(fsys, p, string(text), out, depth+1); err != nil {
+		if err := r.collect(p, string(text), out, depth+1); err != nil {
 			return err
 		}
 	}

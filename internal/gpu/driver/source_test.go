@@ -104,3 +104,39 @@ func TestHashIgnoresComments(t *testing.T) {
 		}
 	}
 }
+
+func TestSourceFromFSForMapsPrelude(t *testing.T) {
+	fsys := fstest.MapFS{
+		"k.cu":        {Data: []byte("#include \"prelude.h\"\nKERNEL k() {}\n")},
+		"prelude_a.h": {Data: []byte("#pragma once\n#include \"consts.h\"\n#define A 1\n")},
+		"prelude_b.h": {Data: []byte("#pragma once\n#define B 1\n")},
+		"consts.h":    {Data: []byte("#define TILE 16\n")},
+	}
+	tests := []struct {
+		prelude, want string
+		headers       int
+	}{
+		{"prelude_a.h", "#define A 1", 2},
+		{"prelude_b.h", "#define B 1", 1},
+	}
+	hashes := map[string]bool{}
+	for _, tc := range tests {
+		src, err := SourceFromFSFor(fsys, "k.cu", tc.prelude)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(src.Headers[PreludeInclude], tc.want) || len(src.Headers) != tc.headers {
+			t.Errorf("%s: headers %v", tc.prelude, src.Headers)
+		}
+		hashes[src.Hash()] = true
+	}
+	if len(hashes) != len(tests) {
+		t.Error("the hash does not tell the mapped preludes apart")
+	}
+	if _, err := SourceFromFSFor(fsys, "k.cu", "prelude_none.h"); err == nil || !strings.Contains(err.Error(), `"prelude.h"`) {
+		t.Errorf("missing mapped prelude: %v", err)
+	}
+	if _, err := SourceFromFS(fsys, "k.cu"); err == nil {
+		t.Error("unmapped prelude.h that the tree lacks was accepted")
+	}
+}

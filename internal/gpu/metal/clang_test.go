@@ -114,7 +114,7 @@ func needClang(t *testing.T) string {
 
 func unitMSL(t *testing.T, unit string) string {
 	t.Helper()
-	src, err := driver.SourceFromFS(shaders.Sources(), unit+".cu")
+	src, err := driver.SourceFromFSFor(shaders.Sources(), unit+".cu", metalPrelude)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,11 +174,11 @@ func TestMSLClang(t *testing.T) {
 // `out`, a device pointer) plant fills.
 func plantedUnit(t *testing.T, plant string) driver.Source {
 	t.Helper()
-	prelude, err := fs.ReadFile(shaders.Sources(), unitPrelude)
+	prelude, err := fs.ReadFile(shaders.Sources(), metalPrelude)
 	if err != nil {
 		t.Fatal(err)
 	}
-	code := `#include "prelude_cuda.h"
+	code := `#include "prelude.h"
 
 // A by-value struct and an argument struct, as the generated entry wrappers copy them.
 struct PlantedP {

@@ -10,11 +10,11 @@ import (
 	"github.com/rlxsplat/rlxsplat/shaders"
 )
 
-// The backend vocabulary: units include unitPrelude (the CUDA one, the name every unit is
-// written against); Metal compiles metalPrelude in its place. This is the one place that ties
-// the two names together: if units come to include a backend-neutral name, change unitPrelude.
+// The backend vocabulary: units include the backend-neutral unitPrelude; Metal compiles
+// metalPrelude in its place, whatever text a source's header map holds under the neutral name
+// (gpu.SourceFor maps it to this very file for a Metal device).
 const (
-	unitPrelude  = "prelude_cuda.h"
+	unitPrelude  = driver.PreludeInclude
 	metalPrelude = "prelude_metal.h"
 )
 

@@ -15,8 +15,9 @@ import (
 )
 
 // TestMSLPrelude: MSL compiles prelude_metal.h wherever a unit or one of its headers includes
-// the CUDA prelude, on the same line, and leaves units without it alone.
+// the backend-neutral prelude, on the same line, and leaves units without it alone.
 func TestMSLPrelude(t *testing.T) {
+	// What a header map may hold under the neutral name: a CUDA prelude read for another backend.
 	const cuda = "#pragma once\n#define RLX_BACKEND_CUDA 1\n"
 	for _, c := range []struct {
 		name    string
@@ -24,17 +25,17 @@ func TestMSLPrelude(t *testing.T) {
 		want    []string // in the text, in this order
 		notWant []string
 	}{
-		{"unit includes it", driver.Source{Name: "u.cu", Code: "// u\n#include \"prelude_cuda.h\"\nint x;\n",
-			Headers: map[string]string{"prelude_cuda.h": cuda}},
+		{"unit includes it", driver.Source{Name: "u.cu", Code: "// u\n#include \"prelude.h\"\nint x;\n",
+			Headers: map[string]string{"prelude.h": cuda}},
 			[]string{"#line 1 \"u.cu\"\n// u\n", "#line 1 \"prelude_metal.h\"\n", "#include <metal_stdlib>", "#define RLX_BACKEND_METAL 1",
 				"#line 3 \"u.cu\"\nint x;\n"},
-			[]string{`"prelude_cuda.h"`, "RLX_BACKEND_CUDA"}},
+			[]string{`"prelude.h"`, "RLX_BACKEND_CUDA"}},
 		{"a header includes it", driver.Source{Name: "u.cu", Code: "#include \"h.h\"\nint y;\n",
-			Headers: map[string]string{"h.h": "#pragma once\n  #  include \"prelude_cuda.h\"\nint x;\n", "prelude_cuda.h": cuda}},
+			Headers: map[string]string{"h.h": "#pragma once\n  #  include \"prelude.h\"\nint x;\n", "prelude.h": cuda}},
 			[]string{"#line 1 \"h.h\"\n", "#line 1 \"prelude_metal.h\"\n", "#define RLX_BACKEND_METAL 1", "#line 3 \"h.h\"\nint x;\n", "int y;"},
-			[]string{`"prelude_cuda.h"`, "RLX_BACKEND_CUDA"}},
-		{"the source carries its own Metal prelude", driver.Source{Name: "u.cu", Code: "#include \"prelude_cuda.h\"\n",
-			Headers: map[string]string{"prelude_cuda.h": cuda, "prelude_metal.h": "#define FROM_DIR 1\n"}},
+			[]string{`"prelude.h"`, "RLX_BACKEND_CUDA"}},
+		{"the source carries its own Metal prelude", driver.Source{Name: "u.cu", Code: "#include \"prelude.h\"\n",
+			Headers: map[string]string{"prelude.h": cuda, "prelude_metal.h": "#define FROM_DIR 1\n"}},
 			[]string{"#line 1 \"prelude_metal.h\"\n#define FROM_DIR 1\n"},
 			[]string{"metal_stdlib", "RLX_BACKEND_CUDA"}},
 		{"no prelude", driver.Source{Name: "k.metal", Code: "kernel void k() {}\n"},
@@ -156,13 +157,13 @@ func TestMetalPreludeVocabulary(t *testing.T) {
 		}
 		return string(b)
 	}
-	cuda, metal := preludeWords(read(unitPrelude)), preludeWords(read(metalPrelude))
+	cuda, metal := preludeWords(read("prelude_cuda.h")), preludeWords(read(metalPrelude))
 	for _, w := range []string{"u32", "Thr", "f4", "GPTR", "BARRIER", "mul_rn", "warp_exscan_u32", "shared_add_f32"} {
 		if !cuda[w] {
 			t.Fatalf("%s not among the CUDA prelude's words %v", w, cuda)
 		}
 	}
-	if planted := preludeWords(read(unitPrelude) + "\nDEVICE u32 warp_planted(u32 x) { return x; }\n"); !planted["warp_planted"] {
+	if planted := preludeWords(read("prelude_cuda.h") + "\nDEVICE u32 warp_planted(u32 x) { return x; }\n"); !planted["warp_planted"] {
 		t.Error("a planted helper is not among the words")
 	}
 	for w := range cuda {
@@ -170,7 +171,7 @@ func TestMetalPreludeVocabulary(t *testing.T) {
 		case metalOmits[w] && metal[w]:
 			t.Errorf("%s: listed as omitted on Metal, but %s defines it", w, metalPrelude)
 		case !metalOmits[w] && !metal[w]:
-			t.Errorf("%s: in %s, missing from %s", w, unitPrelude, metalPrelude)
+			t.Errorf("%s: in %s, missing from %s", w, "prelude_cuda.h", metalPrelude)
 		}
 	}
 	if !metal["RLX_BACKEND_METAL"] {

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"regexp"
 
+	"github.com/rlxsplat/rlxsplat/internal/gpu"
 	"github.com/rlxsplat/rlxsplat/internal/gpu/cuda"
 	"github.com/rlxsplat/rlxsplat/internal/gpu/driver"
 	"github.com/rlxsplat/rlxsplat/internal/io/atomicfile"
@@ -28,6 +29,10 @@ import (
 // defaultTarget is the oldest architecture CUDA 13 still supports (Turing): the driver
 // JIT-compiles compute_75 PTX for any newer GPU, so one file serves every supported card.
 const defaultTarget = "compute_75"
+
+// cudaPrelude is the file that a unit's backend-neutral prelude include maps to for CUDA: the
+// prebuilt PTX records the hash of the source as the CUDA backend reads it (gpu.SourceFor).
+var cudaPrelude, _ = gpu.Prelude(gpu.KindCUDA)
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -51,7 +56,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	stale := 0
 	for _, name := range units {
-		src, err := driver.SourceFromFS(srcFS, name)
+		src, err := driver.SourceFromFSFor(srcFS, name, cudaPrelude)
 		if err != nil {
 			fmt.Fprintf(stderr, "genptx: %v\n", err)
 			return 1
