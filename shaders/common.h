@@ -162,3 +162,44 @@ DEVICE float log32(float x)
 DEVICE float expd(float x) { return exp32(x); }
 DEVICE float logd(float x) { return log32(x); }
 DEVICE float sigmoidd(float x) { return 1.0f / (1.0f + exp32(-x)); }
+
+// The MCMC densifier's standard-normal samples, internal/fmath's NormalKey and Normal: a pure
+// function of (seed, step, splat, axis), so that every engine draws the same ones. mix32 is
+// MurmurHash3's 32-bit finaliser; the polar method's uniforms lie on a grid of 2⁻²³ in
+// [−1, 1), converted and scaled exactly; NORMAL_ATTEMPTS is fmath.NormalAttempts.
+#define NORMAL_ATTEMPTS 32u
+
+DEVICE u32 mix32(u32 h)
+{
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
+    return h;
+}
+
+DEVICE u32 normal_key(u32 seedLo, u32 seedHi, u32 step, u32 splat, u32 axis)
+{
+    u32 h = mix32(seedLo ^ 0x9e3779b9u);
+    h = mix32(h ^ seedHi);
+    h = mix32(h ^ step);
+    h = mix32(h ^ splat);
+    return mix32(h ^ (axis * 0x632be5abu));
+}
+
+DEVICE float uniform11(u32 h) { return mul_rn((float)(h >> 8), 1.0f / 8388608.0f) - 1.0f; }
+
+DEVICE float normal32(u32 key)
+{
+    for (u32 k = 0u; k < NORMAL_ATTEMPTS; k++) {
+        float u = uniform11(mix32(key ^ (2u * k + 1u)));
+        float v = uniform11(mix32(key ^ (2u * k + 2u)));
+        float s = mul_rn(u, u) + mul_rn(v, v);
+        if (s > 0.0f && s < 1.0f) {
+            float f = mul_rn(-2.0f, log32(s)) / s;
+            return mul_rn(u, sqrt_rn(f));
+        }
+    }
+    return 0.0f;
+}

@@ -9,18 +9,24 @@
 //   from oldN to newN splats; with zeroFresh set, splats j ≥ fresh get 0 (new splats start
 //   with zero moments).
 //   src [59·oldN] f32, dst [59·newN] f32 (distinct buffers), srcIdx [newN] i32 < oldN.
+//
+// The MCMC densifier's moves (engine.Relocation) are a gather_rows of the parameters and the
+// moments, then:
+// scatter_shapes: one thread per listed row k < count: the opacity logit and the three
+//   log-scales of splat rows[k] become logits[k] and logScales[3k..3k+2] (the corrected
+//   values the host computed). params [59·n] f32, rows [count] i32 < n, logits [count] f32,
+//   logScales [3·count] f32.
+// zero_rows: one thread per element t < 59·count, row j = t mod count of field element
+//   k = t / count: zeroes every value of splat rows[j] (the moments of a rewritten splat).
+//   buf [59·n] f32, rows [count] i32 < n.
 #include "prelude.h"
 #include "common.h"
 #include "entries/edit.h"
 
-DEVICE void gather_rows_body(Thr th, gather_rows_args a)
+// field_of places element k of a splat's 59 in the packed layout: its field's offset (in
+// splats), the field's width and the component.
+DEVICE void field_of(u32 k, u32& off, u32& width, u32& comp)
 {
-    u32 oldN = a.oldN, newN = a.newN;
-    u32 t = th.bid * th.bdim + th.tid;
-    if (t >= PARAM_FLOATS * newN) return;
-    u32 k = t / newN, j = t - k * newN;
-    // Field of element k of a splat's 59: its offset (in splats) and width in the packed layout.
-    u32 off, width, comp;
     if (k < 3u) {
         off = 0u, width = 3u, comp = k;
     } else if (k < 6u) {
@@ -32,6 +38,16 @@ DEVICE void gather_rows_body(Thr th, gather_rows_args a)
     } else {
         off = 11u, width = 48u, comp = k - 11u;
     }
+}
+
+DEVICE void gather_rows_body(Thr th, gather_rows_args a)
+{
+    u32 oldN = a.oldN, newN = a.newN;
+    u32 t = th.bid * th.bdim + th.tid;
+    if (t >= PARAM_FLOATS * newN) return;
+    u32 k = t / newN, j = t - k * newN;
+    u32 off, width, comp;
+    field_of(k, off, width, comp);
     u32 d = off * newN + j * width + comp;
     if (a.zeroFresh && j >= a.fresh) {
         a.dst[d] = 0.0f;
@@ -39,4 +55,24 @@ DEVICE void gather_rows_body(Thr th, gather_rows_args a)
     }
     u32 s = (u32)a.srcIdx[j];
     a.dst[d] = a.src[off * oldN + s * width + comp];
+}
+
+DEVICE void scatter_shapes_body(Thr th, scatter_shapes_args a)
+{
+    u32 k = th.bid * th.bdim + th.tid;
+    if (k >= a.count) return;
+    u32 n = a.n, i = (u32)a.rows[k];
+    a.params[OFF_OPAC(n) + i] = a.logits[k];
+    for (u32 c = 0u; c < 3u; c++) a.params[OFF_SCALES(n) + 3u * i + c] = a.logScales[3u * k + c];
+}
+
+DEVICE void zero_rows_body(Thr th, zero_rows_args a)
+{
+    u32 count = a.count;
+    u32 t = th.bid * th.bdim + th.tid;
+    if (t >= PARAM_FLOATS * count) return;
+    u32 k = t / count, j = t - k * count;
+    u32 off, width, comp;
+    field_of(k, off, width, comp);
+    a.buf[off * a.n + (u32)a.rows[j] * width + comp] = 0.0f;
 }

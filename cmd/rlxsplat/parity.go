@@ -148,6 +148,7 @@ func runParity(o *parityOptions, s *streams) error {
 		}
 		rows = append(rows, r...)
 	}
+	rows = append(rows, parity.CheckMCMC(o.breakGroup)...)
 	failed := printRows(s.Out, rows)
 	total := len(rows)
 	gf, gn, err := gpuParity(o, s)

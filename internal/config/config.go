@@ -15,6 +15,7 @@ type Config struct {
 	Loss    Loss    `yaml:"loss"`
 	Optim   Optim   `yaml:"optim"`
 	Densify Densify `yaml:"densify"`
+	MCMC    MCMC    `yaml:"mcmc"`
 	Train   Train   `yaml:"train"`
 	Output  Output  `yaml:"output"`
 
@@ -71,6 +72,8 @@ type Init struct {
 	RandomCount int `yaml:"random_count"`
 	// Opacity is the initial opacity of every Gaussian, in (0,1).
 	Opacity float64 `yaml:"opacity"`
+	// Scale multiplies the initial scales of sfm and random init (> 0).
+	Scale float64 `yaml:"scale"`
 	// RandomExtent is the half-size of the random cube / scene extent.
 	RandomExtent float64 `yaml:"random_extent"`
 	// PointsFrom is a COLMAP sparse model folder whose points initialise the
@@ -178,10 +181,19 @@ type Optim struct {
 	VisibleOnly bool `yaml:"visible_only"`
 }
 
+// Densification strategies (densify.strategy).
+const (
+	StrategyADC  = "adc"  // the original 3DGS adaptive density control
+	StrategyMCMC = "mcmc" // 3DGS as Markov Chain Monte Carlo (the mcmc section)
+)
+
 // Densify is the "densify" section: adaptive density control.
 type Densify struct {
 	// Enabled turns densification on.
 	Enabled bool `yaml:"enabled"`
+	// Strategy picks the densifier: StrategyADC (the keys below) or StrategyMCMC (the mcmc
+	// section).
+	Strategy string `yaml:"strategy"`
 	// From is the first densifying step.
 	From int `yaml:"from"`
 	// Until is the last densifying step.
@@ -206,6 +218,24 @@ type Densify struct {
 	MaxWorldScale float64 `yaml:"max_world_scale"`
 	// MaxGaussians caps the count; 0 = unlimited.
 	MaxGaussians int `yaml:"max_gaussians"`
+}
+
+// MCMC is the "mcmc" section: the densifier of densify.strategy mcmc.
+type MCMC struct {
+	// CapMax is the Gaussian budget the growth stops at.
+	CapMax int `yaml:"cap_max"`
+	// NoiseLR multiplies the means learning rate into the position noise's scale.
+	NoiseLR float64 `yaml:"noise_lr"`
+	// From, Until and Every are the refinement window: steps s with From < s < Until and
+	// s % Every == 0 relocate dead Gaussians and grow the set.
+	From  int `yaml:"from"`
+	Until int `yaml:"until"`
+	Every int `yaml:"every"`
+	// MinOpacity is the opacity at or below which a Gaussian is dead.
+	MinOpacity float64 `yaml:"min_opacity"`
+	// OpacityReg and ScaleReg weigh the mean-opacity and mean-scale regularisers.
+	OpacityReg float64 `yaml:"opacity_reg"`
+	ScaleReg   float64 `yaml:"scale_reg"`
 }
 
 // Device selects where the training step runs (train.device).

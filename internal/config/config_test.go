@@ -42,16 +42,18 @@ func wantDefaults() Config {
 	return Config{
 		Data: Data{Dir: "", Format: "", Images: "images", Downscale: 0, MaxWidth: 1600,
 			TestEvery: 8, Background: []float64{0, 0, 0}, RandomBackground: false},
-		Init:   Init{Mode: InitSfM, RandomCount: 100000, Opacity: 0.1, RandomExtent: 1.0, PointsFrom: ""},
+		Init:   Init{Mode: InitSfM, RandomCount: 100000, Opacity: 0.1, Scale: 1, RandomExtent: 1.0, PointsFrom: ""},
 		Model:  Model{Render: RenderEWA, SHDegree: 3, SHDegreeInterval: 1000, Antialiased: false, RadiusScale: 1.0, Near: 0.01},
 		Raster: Raster{BinMode: BinGPUConic, TileSize: 16, MaxSplatSteps: 0},
 		Loss:   Loss{Kind: LossL1SSIM, SSIMLambda: 0.2},
 		Optim: Optim{MeansLR: 1.6e-4, MeansLRFinal: 1.6e-6, MeansLRSteps: 30000, ScalesLR: 5e-3,
 			QuatsLR: 1e-3, OpacityLR: 5e-2, SHDCLR: 2.5e-3, SHRestLR: 1.25e-4, Beta1: 0.9,
 			Beta2: 0.999, Eps: 1e-15, GradClip: 0, VisibleOnly: false},
-		Densify: Densify{Enabled: true, From: 500, Until: 15000, Every: 100, GradThreshold: 2e-4,
+		Densify: Densify{Enabled: true, Strategy: StrategyADC, From: 500, Until: 15000, Every: 100, GradThreshold: 2e-4,
 			PercentDense: 0.01, SplitCount: 2, PruneOpacity: 0.005, ResetEvery: 3000,
 			MaxScreenSize: 20, MaxWorldScale: 0.1, MaxGaussians: 0},
+		MCMC: MCMC{CapMax: 1000000, NoiseLR: 5e5, From: 500, Until: 25000, Every: 100, MinOpacity: 0.005,
+			OpacityReg: 0.01, ScaleReg: 0.01},
 		Train: Train{Iterations: 30000, Seed: 42, Device: DeviceAuto, Threads: 0,
 			EvalSteps: []int{7000, 30000}, LogEvery: 10, PreviewEvery: 1000, CheckpointEvery: 5000,
 			KeepCheckpoints: 3, PreviewView: 0, SaveEvalRenders: false},
@@ -504,10 +506,10 @@ func TestDefaultYAMLDocumentsEveryKey(t *testing.T) {
 
 func TestKeysDefaultType(t *testing.T) {
 	keys := Keys()
-	// data 8, init 6, model 6, raster 3, loss 2, optim 13, densify 12,
-	// train 11, output 2.
-	if len(keys) != 63 {
-		t.Errorf("%d keys, want 63", len(keys))
+	// data 8, init 7, model 6, raster 3, loss 2, optim 13, densify 13,
+	// mcmc 8, train 11, output 2.
+	if len(keys) != 73 {
+		t.Errorf("%d keys, want 73", len(keys))
 	}
 	if keys[0] != "data.dir" || keys[len(keys)-1] != "output.formats" {
 		t.Errorf("key order: first %s, last %s", keys[0], keys[len(keys)-1])

@@ -136,6 +136,7 @@ func (c *Config) problems() []error {
 	}
 	k.atLeast("init.random_count", in.RandomCount, 1, "")
 	k.floatIn("init.opacity", in.Opacity, 0, 1, true, true)
+	k.positive("init.scale", in.Scale)
 	k.positive("init.random_extent", in.RandomExtent)
 
 	m := c.Model
@@ -175,6 +176,7 @@ func (c *Config) problems() []error {
 	k.nonNegative("optim.grad_clip", o.GradClip, " (0 = off)")
 
 	ds := c.Densify
+	k.oneOf("densify.strategy", ds.Strategy, StrategyADC, StrategyMCMC)
 	k.atLeast("densify.from", ds.From, 0, "")
 	// An inverted window only matters when densification runs.
 	if ds.Enabled && ds.Until < ds.From {
@@ -189,6 +191,18 @@ func (c *Config) problems() []error {
 	k.nonNegative("densify.max_screen_size", ds.MaxScreenSize, " (0 = off)")
 	k.nonNegative("densify.max_world_scale", ds.MaxWorldScale, " (0 = off)")
 	k.atLeast("densify.max_gaussians", ds.MaxGaussians, 0, " (0 = unlimited)")
+
+	mc := c.MCMC
+	k.atLeast("mcmc.cap_max", mc.CapMax, 1, "")
+	k.nonNegative("mcmc.noise_lr", mc.NoiseLR, " (0 = no noise)")
+	k.atLeast("mcmc.from", mc.From, 0, "")
+	if ds.Enabled && ds.Strategy == StrategyMCMC && mc.Until < mc.From {
+		k.add("mcmc.until", "%d is out of range: want >= mcmc.from (%d)", mc.Until, mc.From)
+	}
+	k.atLeast("mcmc.every", mc.Every, 1, "")
+	k.floatIn("mcmc.min_opacity", mc.MinOpacity, 0, 1, false, true)
+	k.nonNegative("mcmc.opacity_reg", mc.OpacityReg, " (0 = off)")
+	k.nonNegative("mcmc.scale_reg", mc.ScaleReg, " (0 = off)")
 
 	t := c.Train
 	k.atLeast("train.iterations", t.Iterations, 1, "")

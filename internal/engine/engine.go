@@ -45,6 +45,8 @@ type StepOptions struct {
 	// events and reads each back with a host round trip, so it skips both when not asked;
 	// training asks only on the steps it logs.
 	WantTimings bool
+	// MCMC adds the MCMC densifier's regularisers and position noise to the step.
+	MCMC MCMCStep
 }
 
 // Stage names, one word per stage in every place (style.md §6.2).
@@ -145,6 +147,9 @@ type Engine interface {
 	// ResetOpacity clamps every opacity to at most maxOpacity and zeroes the
 	// opacity moments (the original's opacity reset).
 	ResetOpacity(maxOpacity float32) error
+	// Relocate performs one MCMC relocation or growth (see Relocation) and zeroes the
+	// densification statistics.
+	Relocate(r Relocation) error
 	// State and SetState save and restore the whole training state.
 	State() (*State, error)
 	SetState(s *State) error

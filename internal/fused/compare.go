@@ -333,7 +333,104 @@ func compare(dev gpu.Device, set engine.Settings, g *splat.Gaussians, v *engine.
 	if err := r.edit(ce, n); err != nil {
 		return nil, err
 	}
+	if err := r.relocation(ce); err != nil {
+		return nil, err
+	}
+	if err := r.mcmcTerms(ce); err != nil {
+		return nil, err
+	}
 	return r.out, r.err
+}
+
+// relocation starts the fused engine from the CPU engine's state and applies the same MCMC
+// move (RandomRelocation: corrections, copies over other splats, appended copies) to both; the
+// states must then be identical, since a move only copies values the host gave both.
+func (r *rows) relocation(ce *cpu.Engine) error {
+	st, err := ce.State()
+	if err != nil {
+		return fmt.Errorf("fused: compare: cpu state: %w", err)
+	}
+	if err := r.e.SetState(st); err != nil {
+		return fmt.Errorf("fused: compare: set state: %w", err)
+	}
+	n := ce.Len()
+	rel := RandomRelocation(rand.New(rand.NewPCG(0x4e10c, uint64(n))), n)
+	if err := ce.Relocate(rel); err != nil {
+		return fmt.Errorf("fused: compare: cpu relocation: %w", err)
+	}
+	if err := r.e.Relocate(rel); err != nil {
+		return fmt.Errorf("fused: compare: relocation: %w", err)
+	}
+	if r.e.Len() != ce.Len() {
+		r.count("mcmc relocate", 1, 1, fmt.Sprintf("%d splats, cpu %d", r.e.Len(), ce.Len()))
+		return nil
+	}
+	bad, of, notes, err := stateDiff(r.e, ce)
+	if err != nil {
+		return err
+	}
+	note := fmt.Sprintf("%d corrected, %d relocated, %d appended; %d splats", len(rel.Rows), len(rel.Dst), len(rel.Append), ce.Len())
+	if bad > 0 {
+		note += "; " + strings.Join(notes, ", ")
+	}
+	r.count("mcmc relocate", bad, of, note)
+	return nil
+}
+
+// mcmcTerms runs the MCMC step kernels on the CPU engine's parameters (every fourth splat made
+// nearly transparent, so that the opacity gate lets the noise through): mcmc_reg on random
+// gradients against engine.RegularizerGrads, and mcmc_noise against engine.PerturbMeans. Both
+// must give the CPU's bits.
+func (r *rows) mcmcTerms(ce *cpu.Engine) error {
+	st, err := ce.State()
+	if err != nil {
+		return fmt.Errorf("fused: compare: cpu state: %w", err)
+	}
+	g := st.Params
+	for i := 0; i < g.Len(); i += 4 {
+		g.OpacityLogits[i] = -6
+	}
+	if err := r.e.SetState(st); err != nil {
+		return fmt.Errorf("fused: compare: set state: %w", err)
+	}
+	n := g.Len()
+	m := engine.MCMCStep{OpacityReg: 0.01, ScaleReg: 0.03, NoiseScale: 80, NoiseSeed: 0x5eed_0000_0042, NoiseStep: 7777}
+	rng := rand.New(rand.NewPCG(0x6e9, uint64(n)))
+	grads := splat.Zeros[float32](n)
+	for _, f := range grads.Fields() {
+		for i := range f.Data {
+			f.Data[i] = float32(rng.NormFloat64() * 1e-3)
+		}
+	}
+	if err := gpu.UploadF32(r.e.dev, r.e.grads, pack(grads)); err != nil {
+		return fmt.Errorf("fused: compare: gradients: %w", err)
+	}
+	if err := r.e.mcmcReg(m); err != nil {
+		return fmt.Errorf("fused: compare: mcmc_reg: %w", err)
+	}
+	if err := r.e.mcmcNoise(m); err != nil {
+		return fmt.Errorf("fused: compare: mcmc_noise: %w", err)
+	}
+	engine.RegularizerGrads(grads, g, m, 0, n)
+	want := pack(grads)
+	got := r.f32(r.e.grads, 0, len(want))
+	r.count("mcmc regularisers", countDiff(got, want), len(want), "")
+	before := append([]float32(nil), g.Means...)
+	engine.PerturbMeans(g, m, 0, n)
+	after, err := r.e.Gaussians()
+	if err != nil {
+		return fmt.Errorf("fused: compare: parameters: %w", err)
+	}
+	// The row means something only where the noise moved splats: say how many it moved.
+	moved := 0
+	for i := range g.Means {
+		if g.Means[i] != before[i] {
+			moved++
+		}
+	}
+	d := countDiff(pack(after), pack(g))
+	r.count("mcmc noise", d, n*paramFloats, fmt.Sprintf("%d of %d values differ; %d mean coordinates moved", d, n*paramFloats, moved))
+	return nil
 }
 
 // edit starts the fused engine from the CPU engine's state and applies the same densification

@@ -107,3 +107,45 @@ func RandomEdit(rng *rand.Rand, n int) engine.Edit {
 	}
 	return ed
 }
+
+// RandomRelocation draws an MCMC move of n splats (engine.Relocation): about a fifth of them
+// overwritten by copies of others, a tenth appended as copies, and every source given random
+// corrected values, as the trainer's relocation and growth do.
+func RandomRelocation(rng *rand.Rand, n int) engine.Relocation {
+	var r engine.Relocation
+	role := make([]uint8, n) // 1: destination, 2: source
+	for i := 0; i < n; i++ {
+		if rng.IntN(5) == 0 {
+			role[i] = 1
+			r.Dst = append(r.Dst, int32(i))
+		}
+	}
+	pick := func() int32 {
+		for {
+			if i := int32(rng.IntN(n)); role[i] != 1 {
+				role[i] = 2
+				return i
+			}
+		}
+	}
+	if len(r.Dst) == n { // no source left: keep one splat in place
+		role[0] = 0
+		r.Dst = r.Dst[1:]
+	}
+	for range r.Dst {
+		r.Src = append(r.Src, pick())
+	}
+	for range n/10 + 1 {
+		r.Append = append(r.Append, pick())
+	}
+	for i, x := range role {
+		if x == 2 {
+			r.Rows = append(r.Rows, int32(i))
+			r.OpacityLogits = append(r.OpacityLogits, float32(rng.NormFloat64()))
+			for range 3 {
+				r.LogScales = append(r.LogScales, float32(rng.NormFloat64()-3))
+			}
+		}
+	}
+	return r
+}

@@ -499,7 +499,13 @@ func (e *Engine) backward(p *pass, target gpu.Buffer, o engine.StepOptions, ap a
 	if err := e.record(7); err != nil {
 		return err
 	}
+	if err := e.mcmcReg(o.MCMC); err != nil {
+		return err
+	}
 	if err := e.adam(ap); err != nil {
+		return err
+	}
+	if err := e.mcmcNoise(o.MCMC); err != nil {
 		return err
 	}
 	return e.record(8)

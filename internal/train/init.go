@@ -11,8 +11,9 @@ import (
 // FromPoints builds the initial Gaussians from points with colours in
 // [0,1] (design.md §6, the original's create_from_pcd): isotropic scale =
 // sqrt of the mean squared distance to the 3 nearest neighbours (at least
-// 1e-7 squared), identity rotation, the given opacity, SH DC from the colour.
-func FromPoints(xyz, rgb []float32, opacity float32, workers int) *splat.Gaussians {
+// 1e-7 squared) times scale (1 in the original, 0.1 in gsplat's MCMC
+// preset), identity rotation, the given opacity, SH DC from the colour.
+func FromPoints(xyz, rgb []float32, opacity float32, scale float64, workers int) *splat.Gaussians {
 	n := len(xyz) / 3
 	g := splat.New(n)
 	copy(g.Means, xyz)
@@ -21,7 +22,7 @@ func FromPoints(xyz, rgb []float32, opacity float32, workers int) *splat.Gaussia
 	par.For(n, workers, func(_, lo, hi int) {
 		for i := lo; i < hi; i++ {
 			d2 := math.Max(tree.knnMeanSq(i, 3), 1e-7)
-			ls := float32(math.Log(math.Sqrt(d2)))
+			ls := float32(math.Log(math.Sqrt(d2) * scale))
 			g.LogScales[i*3], g.LogScales[i*3+1], g.LogScales[i*3+2] = ls, ls, ls
 		}
 	})

@@ -36,6 +36,7 @@ type Options struct {
 	InitScene       string // the scene file of init mode "scene"
 	InitRandomCount int
 	InitOpacity     float32
+	InitScale       float64 // factor on the nearest-neighbour scales; 0 means 1
 	InitRandomScale float64 // half-size of the random cube as a fraction of the extent
 
 	EvalSteps    []int
@@ -64,7 +65,10 @@ type Options struct {
 // DensifyOptions is the adaptive density control policy (the original's
 // defaults are in design.md §6).
 type DensifyOptions struct {
-	Enabled       bool
+	Enabled bool
+	// Strategy is "adc" (the fields below) or "mcmc" (MCMC); "" means adc.
+	Strategy      string
+	MCMC          MCMCOptions
 	From, Until   int
 	Every         int
 	GradThreshold float64
@@ -77,6 +81,19 @@ type DensifyOptions struct {
 	MaxGaussians  int
 }
 
+// StrategyMCMC names the MCMC densifier in DensifyOptions.Strategy.
+const StrategyMCMC = "mcmc"
+
+// MCMCOptions are the MCMC densifier's settings (Kheradmand et al. 2024, as gsplat's
+// MCMCStrategy runs it; defaults and sources in configs/default.yaml).
+type MCMCOptions struct {
+	CapMax               int
+	NoiseLR              float64
+	From, Until, Every   int
+	MinOpacity           float64
+	OpacityReg, ScaleReg float64
+}
+
 // Validate reports options the trainer cannot run with.
 func (o *Options) Validate() error {
 	switch {
@@ -84,15 +101,23 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("train: iterations %d < 1", o.Iterations)
 	case o.SHInterval < 1:
 		return fmt.Errorf("train: SH interval %d < 1", o.SHInterval)
-	case o.Densify.Enabled && o.Densify.Every < 1:
+	case o.Densify.Strategy != "" && o.Densify.Strategy != "adc" && o.Densify.Strategy != StrategyMCMC:
+		return fmt.Errorf("train: densification strategy %q is not adc or mcmc", o.Densify.Strategy)
+	case o.mcmc() && o.Densify.Enabled && o.Densify.MCMC.Every < 1:
+		return fmt.Errorf("train: MCMC refinement interval %d < 1", o.Densify.MCMC.Every)
+	case o.mcmc() && o.Densify.MCMC.CapMax < 1:
+		return fmt.Errorf("train: MCMC cap %d < 1", o.Densify.MCMC.CapMax)
+	case !o.mcmc() && o.Densify.Enabled && o.Densify.Every < 1:
 		return fmt.Errorf("train: densify interval %d < 1", o.Densify.Every)
-	case o.Densify.Enabled && o.Densify.SplitN < 1:
+	case !o.mcmc() && o.Densify.Enabled && o.Densify.SplitN < 1:
 		return fmt.Errorf("train: split count %d < 1", o.Densify.SplitN)
 	case o.OutDir == "":
 		return fmt.Errorf("train: no output directory")
 	}
 	return nil
 }
+
+func (o *Options) mcmc() bool { return o.Densify.Strategy == StrategyMCMC }
 
 // Event is something the trainer reports while it runs.
 type Event interface{ isEvent() }

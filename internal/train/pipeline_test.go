@@ -107,6 +107,13 @@ func (p *pipelined) Apply(e engine.Edit) error {
 	return p.Engine.Apply(e)
 }
 
+func (p *pipelined) Relocate(r engine.Relocation) error {
+	if err := p.idle(); err != nil {
+		return err
+	}
+	return p.Engine.Relocate(r)
+}
+
 func (p *pipelined) ResetOpacity(m float32) error {
 	if err := p.idle(); err != nil {
 		return err

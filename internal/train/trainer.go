@@ -116,7 +116,11 @@ func Initial(opt Options, ds *dataset.Dataset) (*splat.Gaussians, string, error)
 	if len(xyz) == 0 {
 		return nil, "", engine.ErrEmpty
 	}
-	g := FromPoints(xyz, rgb, opt.InitOpacity, max(opt.Workers, 1))
+	scale := opt.InitScale
+	if scale == 0 {
+		scale = 1
+	}
+	g := FromPoints(xyz, rgb, opt.InitOpacity, scale, max(opt.Workers, 1))
 	if err := g.Validate(); err != nil {
 		return nil, "", fmt.Errorf("train: initial Gaussians: %w", err)
 	}
@@ -380,6 +384,10 @@ func (t *Trainer) checkpointDue(s int) bool {
 // nearly transparent. The original writes its PLY before that step's densification too.
 func (t *Trainer) densifyDue(s int) bool {
 	d := &t.opt.Densify
+	if t.opt.mcmc() {
+		m := &d.MCMC
+		return d.Enabled && s < m.Until && s < t.opt.Iterations && s > m.From && s%m.Every == 0
+	}
 	return d.Enabled && s < d.Until && s < t.opt.Iterations && s > d.From && s%d.Every == 0
 }
 
@@ -387,7 +395,7 @@ func (t *Trainer) resetDue(s int) bool {
 	o := &t.opt
 	d := &o.Densify
 	white := o.Background == [3]float32{1, 1, 1} && !o.RandomBackground
-	return d.Enabled && s < d.Until && s < o.Iterations &&
+	return d.Enabled && !o.mcmc() && s < d.Until && s < o.Iterations &&
 		((d.ResetEvery > 0 && s%d.ResetEvery == 0) || (white && s == d.From))
 }
 
@@ -445,12 +453,14 @@ func (t *Trainer) prepare(s int) (*engine.View, engine.StepOptions, string) {
 	}
 	d := &o.Densify
 	v := &engine.View{Index: vi, Camera: view.Camera, Target: t.target(&view, bg)}
+	lr := t.lr(s)
 	return v, engine.StepOptions{
 		SHDegree:        t.shDegree(s),
-		LR:              t.lr(s),
+		LR:              lr,
 		Background:      bg,
-		AccumulateStats: d.Enabled && s < d.Until,
+		AccumulateStats: d.Enabled && s < d.Until && !o.mcmc(),
 		WantTimings:     t.logs(s),
+		MCMC:            t.mcmcStep(s, lr),
 	}, view.Name
 }
 
@@ -472,7 +482,11 @@ func (t *Trainer) densifyStep(s int) (bool, error) {
 	defer func() { t.phases.Densify += time.Since(at) }()
 	densified := false
 	if t.densifyDue(s) {
-		if err := t.densify(s); err != nil {
+		refine := t.densify
+		if t.opt.mcmc() {
+			refine = t.mcmcRefine
+		}
+		if err := refine(s); err != nil {
 			return false, err
 		}
 		densified = true

@@ -16,7 +16,25 @@ struct gather_rows_args {
     u32 zeroFresh;
 };
 
+struct scatter_shapes_args {
+    GPTR float* params;
+    u32 n;
+    const GPTR i32* rows;
+    const GPTR float* logits;
+    const GPTR float* logScales;
+    u32 count;
+};
+
+struct zero_rows_args {
+    GPTR float* buf;
+    u32 n;
+    const GPTR i32* rows;
+    u32 count;
+};
+
 DEVICE void gather_rows_body(Thr th, gather_rows_args a);
+DEVICE void scatter_shapes_body(Thr th, scatter_shapes_args a);
+DEVICE void zero_rows_body(Thr th, zero_rows_args a);
 
 #if defined(RLX_BACKEND_CUDA)
 
@@ -25,6 +43,20 @@ extern "C" __global__ void gather_rows(const GPTR float* src, GPTR float* dst, c
     const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
     const gather_rows_args a = {src, dst, srcIdx, oldN, newN, fresh, zeroFresh};
     gather_rows_body(th, a);
+}
+
+extern "C" __global__ void scatter_shapes(GPTR float* params, u32 n, const GPTR i32* rows, const GPTR float* logits, const GPTR float* logScales, u32 count)
+{
+    const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
+    const scatter_shapes_args a = {params, n, rows, logits, logScales, count};
+    scatter_shapes_body(th, a);
+}
+
+extern "C" __global__ void zero_rows(GPTR float* buf, u32 n, const GPTR i32* rows, u32 count)
+{
+    const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
+    const zero_rows_args a = {buf, n, rows, count};
+    zero_rows_body(th, a);
 }
 
 #elif defined(RLX_BACKEND_METAL)
@@ -48,6 +80,40 @@ kernel void gather_rows(device const float* src [[buffer(0)]],
     gather_rows_body(th, a);
 }
 
+kernel void scatter_shapes(device float* params [[buffer(0)]],
+    constant u32& n [[buffer(1)]],
+    device const i32* rows [[buffer(2)]],
+    device const float* logits [[buffer(3)]],
+    device const float* logScales [[buffer(4)]],
+    constant u32& count [[buffer(5)]],
+    uint rlx_tid [[thread_position_in_threadgroup]],
+    uint rlx_bid [[threadgroup_position_in_grid]],
+    uint rlx_bdim [[threads_per_threadgroup]],
+    uint rlx_nblocks [[threadgroups_per_grid]],
+    uint rlx_lane [[thread_index_in_simdgroup]],
+    uint rlx_warp [[simdgroup_index_in_threadgroup]])
+{
+    const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
+    const scatter_shapes_args a = {params, n, rows, logits, logScales, count};
+    scatter_shapes_body(th, a);
+}
+
+kernel void zero_rows(device float* buf [[buffer(0)]],
+    constant u32& n [[buffer(1)]],
+    device const i32* rows [[buffer(2)]],
+    constant u32& count [[buffer(3)]],
+    uint rlx_tid [[thread_position_in_threadgroup]],
+    uint rlx_bid [[threadgroup_position_in_grid]],
+    uint rlx_bdim [[threads_per_threadgroup]],
+    uint rlx_nblocks [[threadgroups_per_grid]],
+    uint rlx_lane [[thread_index_in_simdgroup]],
+    uint rlx_warp [[simdgroup_index_in_threadgroup]])
+{
+    const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
+    const zero_rows_args a = {buf, n, rows, count};
+    zero_rows_body(th, a);
+}
+
 #elif defined(RLX_BACKEND_EMU)
 
 extern "C" void emu_launch_gather_rows(const u32* dims, void** args)
@@ -55,6 +121,22 @@ extern "C" void emu_launch_gather_rows(const u32* dims, void** args)
     const gather_rows_args a = {*(const GPTR float* const*)args[0], *(GPTR float* const*)args[1], *(const GPTR i32* const*)args[2], *(u32 const*)args[3], *(u32 const*)args[4], *(u32 const*)args[5], *(u32 const*)args[6]};
     emu::launch_body(dims, [&](Thr th) {
         gather_rows_body(th, a);
+    });
+}
+
+extern "C" void emu_launch_scatter_shapes(const u32* dims, void** args)
+{
+    const scatter_shapes_args a = {*(GPTR float* const*)args[0], *(u32 const*)args[1], *(const GPTR i32* const*)args[2], *(const GPTR float* const*)args[3], *(const GPTR float* const*)args[4], *(u32 const*)args[5]};
+    emu::launch_body(dims, [&](Thr th) {
+        scatter_shapes_body(th, a);
+    });
+}
+
+extern "C" void emu_launch_zero_rows(const u32* dims, void** args)
+{
+    const zero_rows_args a = {*(GPTR float* const*)args[0], *(u32 const*)args[1], *(const GPTR i32* const*)args[2], *(u32 const*)args[3]};
+    emu::launch_body(dims, [&](Thr th) {
+        zero_rows_body(th, a);
     });
 }
 

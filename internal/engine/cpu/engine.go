@@ -11,6 +11,7 @@ import (
 
 	"github.com/rlxsplat/rlxsplat/internal/camera"
 	"github.com/rlxsplat/rlxsplat/internal/engine"
+	"github.com/rlxsplat/rlxsplat/internal/par"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
 
@@ -79,6 +80,9 @@ func (e *Engine) Step(v *engine.View, o engine.StepOptions) (engine.StepResult, 
 			e.stats.MaxRadius[i] = max(e.stats.MaxRadius[i], proj.Radius[i])
 		}
 	}
+	if o.MCMC.OpacityReg != 0 || o.MCMC.ScaleReg != 0 {
+		par.For(e.g.Len(), max(e.set.Workers, 1), func(_, lo, hi int) { engine.RegularizerGrads(p.Grads, e.g, o.MCMC, lo, hi) })
+	}
 	var mask []bool
 	if e.set.Adam.VisibleOnly {
 		mask = proj.Valid
@@ -86,6 +90,10 @@ func (e *Engine) Step(v *engine.View, o engine.StepOptions) (engine.StepResult, 
 	nonFinite, err := e.opt.step(e.g, p.Grads, o.LR, mask)
 	if err != nil {
 		return engine.StepResult{}, err
+	}
+	// The noise follows the update, as gsplat adds it after the optimizer's step.
+	if o.MCMC.NoiseScale != 0 {
+		par.For(e.g.Len(), max(e.set.Workers, 1), func(_, lo, hi int) { engine.PerturbMeans(e.g, o.MCMC, lo, hi) })
 	}
 	p.mark(engine.StageAdam)
 	res := engine.StepResult{
@@ -159,6 +167,23 @@ func (e *Engine) ResetOpacity(maxOpacity float32) error {
 		e.g.OpacityLogits[i] = min(v, l)
 	}
 	return e.opt.resetOpacityMoments()
+}
+
+// Relocate performs one MCMC relocation or growth (see engine.Relocation).
+func (e *Engine) Relocate(r engine.Relocation) error {
+	n := e.g.Len()
+	if err := r.Validate(n); err != nil {
+		return fmt.Errorf("cpu: %w", err)
+	}
+	if err := e.opt.o.Append(len(r.Append)); err != nil {
+		return fmt.Errorf("cpu: %w", err)
+	}
+	zero := engine.ApplyRelocation(e.g, &r)
+	if err := e.opt.o.ResetSplats(zero); err != nil {
+		return fmt.Errorf("cpu: %w", err)
+	}
+	e.stats = newStats(e.g.Len())
+	return nil
 }
 
 // State returns a copy of the whole training state.

@@ -608,6 +608,43 @@ type GatherRowsArgs struct {
 	ZeroFresh uint32
 }
 
+// ScatterShapesArgs are the parameters of scatter_shapes (shaders/edit.cu), in the kernel's order.
+type ScatterShapesArgs struct {
+	Params    Buf // written: f32
+	N         uint32
+	Rows      Buf // read: i32
+	Logits    Buf // read: f32
+	LogScales Buf // read: f32
+	Count     uint32
+}
+
+// ZeroRowsArgs are the parameters of zero_rows (shaders/edit.cu), in the kernel's order.
+type ZeroRowsArgs struct {
+	Buf   Buf // written: f32
+	N     uint32
+	Rows  Buf // read: i32
+	Count uint32
+}
+
+// McmcRegArgs are the parameters of mcmc_reg (shaders/mcmc.cu), in the kernel's order.
+type McmcRegArgs struct {
+	Params Buf // read: f32
+	Grads  Buf // written: f32
+	N      uint32
+	Co     float32
+	Cs     float32
+}
+
+// McmcNoiseArgs are the parameters of mcmc_noise (shaders/mcmc.cu), in the kernel's order.
+type McmcNoiseArgs struct {
+	Params Buf // written: f32
+	N      uint32
+	Scale  float32
+	SeedLo uint32
+	SeedHi uint32
+	Step   uint32
+}
+
 // CeilingCopyArgs are the parameters of ceiling_copy (shaders/ceiling.cu), in the kernel's order.
 type CeilingCopyArgs struct {
 	Src Buf // read: f32
@@ -654,6 +691,10 @@ type EngineKernels struct {
 	adamStep        gpu.Kernel
 	opacityReset    gpu.Kernel
 	gatherRows      gpu.Kernel
+	scatterShapes   gpu.Kernel
+	zeroRows        gpu.Kernel
+	mcmcReg         gpu.Kernel
+	mcmcNoise       gpu.Kernel
 }
 
 // LoadEngineKernels compiles the units (from the disk cache, the runtime compiler or the embedded
@@ -671,7 +712,8 @@ func LoadEngineKernels(dev gpu.Device) (*EngineKernels, error) {
 		{"raster_bwd.cu", []entry{{"raster_bwd_chunks", &k.rasterBwdChunks}, {"raster_bwd_ewa", &k.rasterBwdEwa}, {"raster_bwd_ray", &k.rasterBwdRay}}},
 		{"project_bwd.cu", []entry{{"project_bwd", &k.projectBwd}}},
 		{"adam.cu", []entry{{"adam_step", &k.adamStep}, {"opacity_reset", &k.opacityReset}}},
-		{"edit.cu", []entry{{"gather_rows", &k.gatherRows}}},
+		{"edit.cu", []entry{{"gather_rows", &k.gatherRows}, {"scatter_shapes", &k.scatterShapes}, {"zero_rows", &k.zeroRows}}},
+		{"mcmc.cu", []entry{{"mcmc_reg", &k.mcmcReg}, {"mcmc_noise", &k.mcmcNoise}}},
 	}
 	mods, err := loadUnits(dev, units)
 	if err != nil {
@@ -1103,6 +1145,51 @@ func (k *EngineKernels) GatherRows(grid, block gpu.Dim3, a GatherRowsArgs) error
 	return l.run(k.dev, k.gatherRows)
 }
 
+// ScatterShapes launches scatter_shapes (shaders/edit.cu) on a grid of grid blocks of block threads.
+func (k *EngineKernels) ScatterShapes(grid, block gpu.Dim3, a ScatterShapesArgs) error {
+	l := newLaunch("scatter_shapes", grid, block, 0, 0, 6)
+	l.buf("params", a.Params, 4)
+	l.u32(a.N)
+	l.buf("rows", a.Rows, 4)
+	l.buf("logits", a.Logits, 4)
+	l.buf("logScales", a.LogScales, 4)
+	l.u32(a.Count)
+	return l.run(k.dev, k.scatterShapes)
+}
+
+// ZeroRows launches zero_rows (shaders/edit.cu) on a grid of grid blocks of block threads.
+func (k *EngineKernels) ZeroRows(grid, block gpu.Dim3, a ZeroRowsArgs) error {
+	l := newLaunch("zero_rows", grid, block, 0, 0, 4)
+	l.buf("buf", a.Buf, 4)
+	l.u32(a.N)
+	l.buf("rows", a.Rows, 4)
+	l.u32(a.Count)
+	return l.run(k.dev, k.zeroRows)
+}
+
+// McmcReg launches mcmc_reg (shaders/mcmc.cu) on a grid of grid blocks of block threads.
+func (k *EngineKernels) McmcReg(grid, block gpu.Dim3, a McmcRegArgs) error {
+	l := newLaunch("mcmc_reg", grid, block, 0, 0, 5)
+	l.buf("params", a.Params, 4)
+	l.buf("grads", a.Grads, 4)
+	l.u32(a.N)
+	l.f32(a.Co)
+	l.f32(a.Cs)
+	return l.run(k.dev, k.mcmcReg)
+}
+
+// McmcNoise launches mcmc_noise (shaders/mcmc.cu) on a grid of grid blocks of block threads.
+func (k *EngineKernels) McmcNoise(grid, block gpu.Dim3, a McmcNoiseArgs) error {
+	l := newLaunch("mcmc_noise", grid, block, 0, 0, 6)
+	l.buf("params", a.Params, 4)
+	l.u32(a.N)
+	l.f32(a.Scale)
+	l.u32(a.SeedLo)
+	l.u32(a.SeedHi)
+	l.u32(a.Step)
+	return l.run(k.dev, k.mcmcNoise)
+}
+
 // CeilingKernels are the entry points of the Ceiling units, loaded together; each method launches one.
 type CeilingKernels struct {
 	dev         gpu.Device
@@ -1181,6 +1268,10 @@ var Kernels = []KernelInfo{
 	{Name: "adam_step", Unit: "adam.cu", Params: 7, InlineBytes: 176, SharedBytes: 72, Block: 256, MaxThreads: 0, Wrapped: true},
 	{Name: "opacity_reset", Unit: "adam.cu", Params: 3, InlineBytes: 16, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: true},
 	{Name: "gather_rows", Unit: "edit.cu", Params: 7, InlineBytes: 40, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: true},
+	{Name: "scatter_shapes", Unit: "edit.cu", Params: 6, InlineBytes: 40, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: true},
+	{Name: "zero_rows", Unit: "edit.cu", Params: 4, InlineBytes: 24, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: true},
+	{Name: "mcmc_reg", Unit: "mcmc.cu", Params: 5, InlineBytes: 28, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: true},
+	{Name: "mcmc_noise", Unit: "mcmc.cu", Params: 6, InlineBytes: 28, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: true},
 	{Name: "ceiling_copy", Unit: "ceiling.cu", Params: 3, InlineBytes: 20, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: true},
 	{Name: "ceiling_fma", Unit: "ceiling.cu", Params: 4, InlineBytes: 20, SharedBytes: 0, Block: 0, MaxThreads: 0, Wrapped: true},
 }

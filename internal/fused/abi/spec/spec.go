@@ -277,6 +277,14 @@ var Units = []Unit{
 	{Name: "edit", Set: "Engine", Wrapped: true, Kernels: []Kernel{
 		{Name: "gather_rows", Params: []Param{in("src", F32), out("dst", F32), in("srcIdx", I32), sc("oldN", U32), sc("newN", U32),
 			sc("fresh", U32), sc("zeroFresh", U32)}},
+		{Name: "scatter_shapes", Params: []Param{out("params", F32), sc("n", U32), in("rows", I32), in("logits", F32),
+			in("logScales", F32), sc("count", U32)}},
+		{Name: "zero_rows", Params: []Param{out("buf", F32), sc("n", U32), in("rows", I32), sc("count", U32)}},
+	}},
+	{Name: "mcmc", Set: "Engine", Wrapped: true, Kernels: []Kernel{
+		{Name: "mcmc_reg", Params: []Param{in("params", F32), out("grads", F32), sc("n", U32), sc("co", F32), sc("cs", F32)}},
+		{Name: "mcmc_noise", Params: []Param{out("params", F32), sc("n", U32), sc("scale", F32), sc("seedLo", U32),
+			sc("seedHi", U32), sc("step", U32)}},
 	}},
 	{Name: "ceiling", Set: "Ceiling", Wrapped: true, Kernels: []Kernel{
 		{Name: "ceiling_copy", Params: []Param{in("src", F32), out("dst", F32), sc("n", U32)}},
