@@ -624,31 +624,7 @@ func (e *Engine) Apply(ed engine.Edit) error {
 	if err := gpu.UploadSlice(e.dev, e.editSrc, 0, plan.Src); err != nil {
 		return fmt.Errorf("fused: edit: %w", err)
 	}
-	// Gather parameters and moments into the gradient buffer (scratch between steps) and swap
-	// it in; growing, the scratch is reallocated at the new capacity before each gather, so
-	// at most one extra buffer is held at a time.
-	need := newN * paramFloats * 4
-	if newN > e.capN {
-		need = (newN + newN/4) * paramFloats * 4
-	}
-	for _, x := range []struct {
-		buf  *gpu.Buffer
-		zero uint32
-	}{{&e.params, 0}, {&e.adamM, 1}, {&e.adamV, 1}} {
-		if err := e.ensure(&e.grads, need); err != nil {
-			return fmt.Errorf("fused: edit of %d Gaussians: %w", newN, err)
-		}
-		if err := e.k.GatherRows(gpu.BlocksFor(uint32(newN*paramFloats), 256), gpu.Dim3{256}, abi.GatherRowsArgs{
-			Src: abi.B(*x.buf), Dst: abi.B(e.grads), SrcIdx: abi.B(e.editSrc), OldN: uint32(oldN), NewN: uint32(newN),
-			Fresh: uint32(plan.Fresh), ZeroFresh: x.zero}); err != nil {
-			return fmt.Errorf("fused: edit: %w", err)
-		}
-		*x.buf, e.grads = e.grads, *x.buf
-	}
-	if err := e.ensure(&e.grads, need); err != nil {
-		return fmt.Errorf("fused: edit of %d Gaussians: %w", newN, err)
-	}
-	if err := e.growSplats(newN); err != nil { // the other per-splat buffers: scratch
+	if err := e.gatherRows(oldN, newN, plan.Fresh, "edit"); err != nil {
 		return err
 	}
 	e.n = newN
@@ -666,6 +642,36 @@ func (e *Engine) Apply(ed engine.Edit) error {
 // splitChildren places the children of ed's split parents (engine.SplitChildren): the
 // parents' rows are gathered on the device into the gradient buffer (scratch between steps) and
 // only their geometry is read back, not every splat's (36 MB at 900k splats, each event).
+// gatherRows makes the splats newN rows where row j copies row editSrc[j] of the current
+// parameters and Adam moments, the moments of rows from fresh on zeroed: each is gathered into
+// the gradient buffer (scratch between steps) and swapped in. Growing, the scratch is
+// reallocated at the new capacity before each gather, so at most one extra buffer is held at a
+// time. The other per-splat buffers are grown as scratch; e.n is left to the caller.
+func (e *Engine) gatherRows(oldN, newN, fresh int, what string) error {
+	need := newN * paramFloats * 4
+	if newN > e.capN {
+		need = (newN + newN/4) * paramFloats * 4
+	}
+	for _, x := range []struct {
+		buf  *gpu.Buffer
+		zero uint32
+	}{{&e.params, 0}, {&e.adamM, 1}, {&e.adamV, 1}} {
+		if err := e.ensure(&e.grads, need); err != nil {
+			return fmt.Errorf("fused: %s to %d Gaussians: %w", what, newN, err)
+		}
+		if err := e.k.GatherRows(gpu.BlocksFor(uint32(newN*paramFloats), 256), gpu.Dim3{256}, abi.GatherRowsArgs{
+			Src: abi.B(*x.buf), Dst: abi.B(e.grads), SrcIdx: abi.B(e.editSrc), OldN: uint32(oldN), NewN: uint32(newN),
+			Fresh: uint32(fresh), ZeroFresh: x.zero}); err != nil {
+			return fmt.Errorf("fused: %s: %w", what, err)
+		}
+		*x.buf, e.grads = e.grads, *x.buf
+	}
+	if err := e.ensure(&e.grads, need); err != nil {
+		return fmt.Errorf("fused: %s to %d Gaussians: %w", what, newN, err)
+	}
+	return e.growSplats(newN)
+}
+
 func (e *Engine) splitChildren(ed engine.Edit) (means, logScales []float32, err error) {
 	k := len(ed.Split)
 	if err := e.ensure(&e.editSrc, max(k, e.n)*4); err != nil {

@@ -106,29 +106,7 @@ func (e *Engine) Relocate(r engine.Relocation) error {
 			return fmt.Errorf("fused: relocation: %w", up)
 		}
 	}
-	// Gather into the gradient buffer (scratch between steps) and swap it in, as Apply does.
-	need := newN * paramFloats * 4
-	if newN > e.capN {
-		need = (newN + newN/4) * paramFloats * 4
-	}
-	for _, x := range []struct {
-		buf  *gpu.Buffer
-		zero uint32
-	}{{&e.params, 0}, {&e.adamM, 1}, {&e.adamV, 1}} {
-		if err := e.ensure(&e.grads, need); err != nil {
-			return fmt.Errorf("fused: relocation to %d Gaussians: %w", newN, err)
-		}
-		if err := e.k.GatherRows(gpu.BlocksFor(uint32(newN*paramFloats), 256), gpu.Dim3{256}, abi.GatherRowsArgs{
-			Src: abi.B(*x.buf), Dst: abi.B(e.grads), SrcIdx: abi.B(e.editSrc), OldN: uint32(oldN), NewN: uint32(newN),
-			Fresh: uint32(oldN), ZeroFresh: x.zero}); err != nil {
-			return fmt.Errorf("fused: relocation: %w", err)
-		}
-		*x.buf, e.grads = e.grads, *x.buf
-	}
-	if err := e.ensure(&e.grads, need); err != nil {
-		return fmt.Errorf("fused: relocation to %d Gaussians: %w", newN, err)
-	}
-	if err := e.growSplats(newN); err != nil {
+	if err := e.gatherRows(oldN, newN, oldN, "relocation"); err != nil {
 		return err
 	}
 	e.n = newN
