@@ -448,38 +448,6 @@ func TestSavePNGRoundTrip(t *testing.T) {
 	}
 }
 
-func TestSideBySide(t *testing.T) {
-	const w, h = 2, 3
-	a := make([]float32, w*h*3)
-	b := make([]float32, w*h*3)
-	for i := range a {
-		a[i] = 0.1
-		b[i] = 0.9
-	}
-	out := SideBySide(a, b, w, h)
-	ow := 2*w + Gap
-	if len(out) != ow*h*3 {
-		t.Fatalf("len %d, want %d", len(out), ow*h*3)
-	}
-	for y := 0; y < h; y++ {
-		for x := 0; x < ow; x++ {
-			want := float32(gapGrey)
-			switch {
-			case x < w:
-				want = 0.1
-			case x >= w+Gap:
-				want = 0.9
-			}
-			if got := out[(y*ow+x)*3]; got != want {
-				t.Fatalf("pixel (%d,%d) = %v, want %v", x, y, got, want)
-			}
-		}
-	}
-	if SideBySide(a[:5], b, w, h) != nil || SideBySide(a, b, 0, h) != nil {
-		t.Error("mismatched input did not return nil")
-	}
-}
-
 func TestLoadSharedImages(t *testing.T) {
 	s := sharedDir(t)
 	tests := []struct {

@@ -30,35 +30,6 @@ func (img Image) Composite(bg [3]float32) []float32 {
 	return out
 }
 
-// Gap is the width in pixels of the separator SideBySide puts between its
-// two images.
-const Gap = 4
-
-// gapGrey is the separator's value: mid grey stays visible against both
-// the black and the white backgrounds scenes are trained with.
-const gapGrey = 0.5
-
-// SideBySide places a and b (each [h*w*3]) next to each other, a on the
-// left, with a Gap-pixel grey separator: the result is [h*(2w+Gap)*3]. It
-// returns nil when a or b does not hold w·h·3 values or the size is not
-// positive.
-func SideBySide(a, b []float32, w, h int) []float32 {
-	if w <= 0 || h <= 0 || w > MaxPixels/h || len(a) != w*h*3 || len(b) != w*h*3 {
-		return nil
-	}
-	ow := 2*w + Gap
-	out := make([]float32, ow*h*3)
-	for y := 0; y < h; y++ {
-		row := out[y*ow*3 : (y+1)*ow*3]
-		copy(row[:w*3], a[y*w*3:(y+1)*w*3])
-		for i := w * 3; i < (w+Gap)*3; i++ {
-			row[i] = gapGrey
-		}
-		copy(row[(w+Gap)*3:], b[y*w*3:(y+1)*w*3])
-	}
-	return out
-}
-
 // SavePNG writes rgb ([h*w*3], nominally in [0,1]) as an opaque 8-bit PNG.
 // Values are clamped to [0,1] (NaN becomes 0) and rounded to the nearest
 // level. The file is written to a temporary file in the same directory,
