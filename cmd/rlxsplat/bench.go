@@ -58,7 +58,8 @@ reaches less than a quarter of both).
 
 --device metal (on a Mac), emu (the host emulator: slow, for checking the
 kernels) or metal-emu (the Metal backend on a simulated device running the
-exact MSL built for the host) runs the fused engine on that device. Where the device has no graph
+exact MSL built for the host; its stage times are the simulation's, 1 ms per
+dispatch, not measurements) runs the fused engine on that device. Where the device has no graph
 capture or no timing events, the steps run launch by launch or untimed, and
 the report's notes say what was skipped.`,
 		Example: `  rlxsplat bench --data ../shared/data/bonsai --downscale 4 --steps 20
