@@ -213,26 +213,8 @@ static void call(void (*fn)(A...), void** args, std::index_sequence<I...>)
     std::apply(fn, vals);
 }
 
-// launch runs fn on a 1-D grid; dims = grid x,y,z then block x,y,z (only x is used).
-template <class... A>
-static void launch(void (*fn)(A...), const u32* dims, void** args)
-{
-    Block& b = blk();
-    b.nblocks = dims[0] * (dims[1] ? dims[1] : 1) * (dims[2] ? dims[2] : 1);
-    b.bdim = dims[3];
-    if (b.fibers.size() < b.bdim) {
-        b.fibers.resize(b.bdim);
-        b.stacks.resize((size_t)b.bdim * kStack);
-    }
-    b.body = [&]() { call(fn, args, std::index_sequence_for<A...>{}); };
-    for (u32 bid = 0; bid < b.nblocks; bid++) {
-        b.bid = bid;
-        run_block();
-    }
-}
-
-// launch_body runs body on a 1-D grid for every thread of every block (dims as for launch),
-// handing each its Thr: the generated entry wrappers (shaders/entries/) use it.
+// launch_body runs body on a 1-D grid (dims = grid x,y,z then block x,y,z; only x is used) for
+// every thread of every block, handing each its Thr (the generated entry wrappers use it).
 template <class F>
 static void launch_body(const u32* dims, const F& body)
 {
@@ -251,6 +233,14 @@ static void launch_body(const u32* dims, const F& body)
         b.bid = bid;
         run_block();
     }
+}
+
+// launch runs fn, a hand-written kernel that reads the thread indices itself, on a 1-D grid
+// (dims as for launch_body), each thread with args unpacked into fn's parameters.
+template <class... A>
+static void launch(void (*fn)(A...), const u32* dims, void** args)
+{
+    launch_body(dims, [&](Thr) { call(fn, args, std::index_sequence_for<A...>{}); });
 }
 
 static u64 warp_op(WarpOp op, u64 val)
