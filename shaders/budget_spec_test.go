@@ -35,9 +35,6 @@ func TestSpecSharedMatchesPTX(t *testing.T) {
 	const slack = 64 // alignment padding between a kernel's few shared variables
 	checked := 0
 	for _, k := range abi.Kernels {
-		if !k.Wrapped {
-			continue
-		}
 		got, ok := ptx[k.Name]
 		if !ok {
 			t.Errorf("%s (%s): no entry point in the PTX", k.Name, k.Unit)

@@ -28,8 +28,8 @@ typedef ulong u64;
 // The backend macro selects each unit's entry wrappers (shaders/entries/, generated).
 #define RLX_BACKEND_METAL 1
 
-// Entry points are generated wrappers; KERNEL exists for the units that still declare their own
-// (they cannot work on Metal until they take a Thr, and fail to compile at their first TID).
+// Entry points are generated wrappers; KERNEL is for a hand-written test kernel, which fails
+// to compile here at its first TID (Metal passes thread indices as kernel parameters).
 #define KERNEL kernel void
 // Launch bounds are the generated wrappers' [[max_total_threads_per_threadgroup(n)]]; MSL has no
 // minimum-occupancy hint.

@@ -37,16 +37,14 @@ type KernelInfo struct {
 	Name, Unit  string
 	Params      int // parameters (Metal: buffer slots)
 	InlineBytes int // bytes the launch passes by value: structs, scalars and 8 per buffer address
-	SharedBytes int // block-shared memory its wrapper declares (0 for units not yet wrapped)
+	SharedBytes int // block-shared memory its wrapper declares
 	Block       int // the only block size it runs with; 0: any
 	MaxThreads  int // its launch bound; 0: none declared
-	Wrapped     bool
 }
 
 func putU32(b []byte, v uint32)  { binary.LittleEndian.PutUint32(b, v) }
 func putI32(b []byte, v int32)   { binary.LittleEndian.PutUint32(b, uint32(v)) }
 func putF32(b []byte, v float32) { binary.LittleEndian.PutUint32(b, math.Float32bits(v)) }
-func putF64(b []byte, v float64) { binary.LittleEndian.PutUint64(b, math.Float64bits(v)) }
 
 // launch gathers one launch's arguments; the first problem found is kept and reported by run,
 // naming the kernel and the parameter.

@@ -125,44 +125,17 @@ func unitMSL(t *testing.T, unit string) string {
 	return text
 }
 
-// knownBlocked are wrapped units whose MSL fails for a reason being fixed in their shared
-// headers, with the text every one of their errors contains. Such a unit is skipped with its
-// error count, never reported as passing; an error of another kind fails the test, and so does
-// a clean compile (the entry must then go).
-var knownBlocked = map[string]struct{ why, every string }{}
-
-// TestMSLClang compiles the MSL of every unit with generated entry wrappers. The others still
-// declare CUDA-style entry points that read TID and friends, so they cannot be Metal yet: they
-// are listed as not checked, never counted as passing.
+// TestMSLClang compiles the MSL of every kernel unit; any error fails it.
 func TestMSLClang(t *testing.T) {
 	clang := needClang(t)
 	for _, u := range spec.Units {
-		if !u.Wrapped {
-			t.Logf("unit %s: no generated entry wrappers yet, MSL not checked", u.Name)
-			continue
-		}
 		t.Run(u.Name, func(t *testing.T) {
 			errs, log, err := clangMSL(t, clang, u.Name, unitMSL(t, u.Name))
 			if err != nil {
 				t.Fatalf("run %s: %v", clangName, err)
 			}
-			kb, blocked := knownBlocked[u.Name]
-			if !blocked {
-				if len(errs) > 0 {
-					t.Errorf("%s.cu: %d errors in its MSL:\n%s\n\nclang's output:\n%s", u.Name, len(errs), strings.Join(errs, "\n"), log)
-				}
-				return
-			}
-			if len(errs) == 0 {
-				t.Fatalf("%s.cu: its MSL compiles now; remove it from knownBlocked", u.Name)
-			}
-			for _, e := range errs {
-				if !strings.Contains(e, kb.every) {
-					t.Errorf("%s.cu: an error other than the known one (%s):\n%s", u.Name, kb.why, e)
-				}
-			}
-			if !t.Failed() {
-				t.Skipf("%s.cu: not passing: %d errors, all known: %s", u.Name, len(errs), kb.why)
+			if len(errs) > 0 {
+				t.Errorf("%s.cu: %d errors in its MSL:\n%s\n\nclang's output:\n%s", u.Name, len(errs), strings.Join(errs, "\n"), log)
 			}
 		})
 	}

@@ -108,10 +108,8 @@ func TestMSLPreciseBuiltins(t *testing.T) {
 		calls := impreciseCalls(unitMSL(t, u.Name))
 		switch {
 		case len(calls) == 0:
-		case u.Wrapped:
-			t.Errorf("%s.cu: math builtins that depend on the math mode: %s", u.Name, strings.Join(calls, ", "))
 		default:
-			t.Logf("%s.cu (not wrapped yet): math builtins that depend on the math mode: %s", u.Name, strings.Join(calls, ", "))
+			t.Errorf("%s.cu: math builtins that depend on the math mode: %s", u.Name, strings.Join(calls, ", "))
 		}
 	}
 }

@@ -106,11 +106,7 @@ func TestMetalBudgets(t *testing.T) {
 				t.Error(err)
 				continue
 			}
-			tg := fmt.Sprint(b.threadgroup)
-			if !u.Wrapped {
-				tg = "body"
-			}
-			fmt.Fprintf(&table, "%-18s %-12s %12s %6d %7d\n", k.Name, u.Name, tg, b.slots, b.inline)
+			fmt.Fprintf(&table, "%-18s %-12s %12d %6d %7d\n", k.Name, u.Name, b.threadgroup, b.slots, b.inline)
 			for _, o := range b.over(k.Name) {
 				t.Error(o)
 			}

@@ -8,7 +8,7 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/fused/abi/spec"
 )
 
-var cScalar = map[string]string{spec.U16: "u16", spec.U32: "u32", spec.I32: "i32", spec.F32: "float", spec.F64: "double", spec.U64: "u64"}
+var cScalar = map[string]string{spec.U16: "u16", spec.U32: "u32", spec.I32: "i32", spec.F32: "float", spec.U64: "u64"}
 
 func cType(t string) string {
 	if c, ok := cScalar[t]; ok {
@@ -35,9 +35,6 @@ func (d *decl) abiHeader() []byte {
 	}
 	for _, name := range d.order {
 		l := d.structs[name]
-		if l.s.InUnit {
-			continue
-		}
 		p("\n// %s: %s.\nstruct %s {\n", name, l.s.Doc, name)
 		for _, f := range l.s.Fields {
 			arr := ""
@@ -65,9 +62,6 @@ func (d *decl) metalCopies(p func(string, ...any)) {
 	p("// rlx_copy(s) is s copied out of the constant address space, member by member.\n")
 	for _, name := range d.order {
 		l := d.structs[name]
-		if l.s.InUnit {
-			continue
-		}
 		p("DEVICE %s rlx_copy(constant %s& s)\n{\n    %s r;\n", name, name, name)
 		for _, f := range l.s.Fields {
 			v := "s." + f.Name
@@ -261,7 +255,7 @@ func paramNames(k spec.Kernel, prefix string) string {
 func (d *decl) metalArgs(k spec.Kernel) string {
 	var vs []string
 	for _, q := range k.Params {
-		if q.Kind == spec.ByValue && !d.structs[q.Type].s.InUnit {
+		if q.Kind == spec.ByValue {
 			vs = append(vs, "rlx_copy("+q.Name+")")
 		} else {
 			vs = append(vs, q.Name)

@@ -30,7 +30,7 @@ func scalarSize(t string) int {
 		return 2
 	case spec.U32, spec.I32, spec.F32:
 		return 4
-	case spec.F64, spec.U64:
+	case spec.U64:
 		return 8
 	}
 	return 0
@@ -74,9 +74,6 @@ func (d *decl) addStruct(s spec.Struct) error {
 			inner, ok := d.structs[f.Type]
 			if !ok {
 				return fmt.Errorf("struct %s: field %s: unknown type %q (scalars, or a struct declared before)", s.Name, f.Name, f.Type)
-			}
-			if inner.s.InUnit && !s.InUnit {
-				return fmt.Errorf("struct %s: field %s: %s is declared in its unit, not abi.h", s.Name, f.Name, f.Type)
 			}
 			size, align = inner.size, inner.align
 		}
@@ -169,9 +166,6 @@ func (d *decl) checkUnits() error {
 					return fmt.Errorf("%s: shared %s: %w", where, s.Name, err)
 				}
 				names[s.Name] = true
-			}
-			if len(k.Shared) > 0 && !u.Wrapped {
-				return fmt.Errorf("%s: shared arrays are declared by the entry wrapper, which only wrapped units have", where)
 			}
 			an := argsName(k)
 			if prev, ok := args[an]; ok && !slices.Equal(prev, k.Params) {

@@ -64,7 +64,7 @@ func TestStaleDetected(t *testing.T) {
 func TestLayout(t *testing.T) {
 	d := &decl{structs: map[string]*layout{}}
 	for _, s := range []spec.Struct{
-		{Name: "A", Fields: []spec.Field{{Name: "x", Type: spec.I32}, {Name: "y", Type: spec.F64}, {Name: "z", Type: spec.F32, Len: 3}}},
+		{Name: "A", Fields: []spec.Field{{Name: "x", Type: spec.I32}, {Name: "y", Type: spec.U64}, {Name: "z", Type: spec.F32, Len: 3}}},
 		{Name: "B", Fields: []spec.Field{{Name: "c", Type: spec.U32}, {Name: "a", Type: "A", Len: 2}, {Name: "e", Type: spec.U32}}},
 	} {
 		if err := d.addStruct(s); err != nil {
@@ -200,7 +200,7 @@ func TestSharedDeclarations(t *testing.T) {
 	if got, want := d.sharedBytes(k), 5120+8*4+4+2*3; got != want {
 		t.Errorf("sharedBytes = %d, want %d", got, want)
 	}
-	src := string(d.entries(spec.Unit{Name: "u", Wrapped: true, Kernels: []spec.Kernel{k}}))
+	src := string(d.entries(spec.Unit{Name: "u", Kernels: []spec.Kernel{k}}))
 	for _, want := range []string{
 		"DEVICE void k_body(Thr th, k_args a, SPTR Staged<true, CHUNK>& s, SPTR Pair* p, SPTR u32& alive, SPTR u16* h);",
 		`static_assert(sizeof(Staged<true, CHUNK>) == 5120, "entries/u.h: shared Staged<true, CHUNK> is declared as 5120 bytes");`,

@@ -155,9 +155,7 @@ func generate() (map[string][]byte, error) {
 	files["internal/fused/abi/abi_gen.go"] = goSrc
 	files["shaders/abi.h"] = d.abiHeader()
 	for _, u := range spec.Units {
-		if u.Wrapped {
-			files["shaders/entries/"+u.Name+".h"] = d.entries(u)
-		}
+		files["shaders/entries/"+u.Name+".h"] = d.entries(u)
 	}
 	return files, nil
 }

@@ -13,8 +13,8 @@ const (
 	I32 = "i32"
 	F32 = "f32"
 	U16 = "u16" // block-shared arrays only (16-bit counts that keep a kernel within Metal's 32 KB)
-	F64 = "f64"
 	U64 = "u64"
+	// No float64: Apple GPUs have none, and every kernel must compile for Metal.
 )
 
 // Field is one struct member. Type is a scalar type or the name of an earlier Struct.
@@ -30,9 +30,6 @@ type Struct struct {
 	Name   string
 	Doc    string
 	Fields []Field
-	// InUnit: the struct is declared by the unit that uses it, so abi.h leaves it out (no
-	// struct needs this at present).
-	InUnit bool
 }
 
 // Const is a constant both sides use. C is the macro name, Go the Go constant's.
@@ -102,10 +99,8 @@ type Unit struct {
 	// Set groups units loaded together: "Engine" (every step) or "Ceiling" (bench only).
 	Set     string
 	Kernels []Kernel
-	// Wrapped units have generated entry wrappers (shaders/entries/NAME.h) calling
-	// NAME_body functions; the others still declare their own KERNEL entry points, whose
-	// parameters must match Params.
-	Wrapped bool
+	// Every unit gets generated entry wrappers (shaders/entries/NAME.h) that call its
+	// NAME_body functions.
 }
 
 func val(name, typ string) Param { return Param{name, ByValue, typ} }
@@ -189,13 +184,13 @@ const (
 
 // Units are the kernel files and their entry points.
 var Units = []Unit{
-	{Name: "project", Set: "Engine", Wrapped: true, Kernels: []Kernel{
+	{Name: "project", Set: "Engine", Kernels: []Kernel{
 		{Name: "project", Params: []Param{val("cam", "Cam"), in("params", F32), out("valid", U32), out("depth", F32),
 			out("opacity", F32), out("color", F32), out("mean2d", F32), out("conic", F32), out("rayU", F32), out("rayA", F32),
 			out("boundCenter", F32), out("boundQ", F32), out("rect", I32), out("radius", F32), out("readout", U32)}},
 		{Name: "pixel_rays", Params: []Param{val("cam", "RayCam"), out("rays", F32)}},
 	}},
-	{Name: "bin", Set: "Engine", Wrapped: true, Kernels: []Kernel{
+	{Name: "bin", Set: "Engine", Kernels: []Kernel{
 		{Name: "bin_count", Params: []Param{val("cam", "Cam"), in("valid", U32), in("boundCenter", F32), in("boundQ", F32),
 			in("rect", I32), sc("conic", U32), sc("bigArea", I32), out("counts", U32), out("readout", U32),
 			out("bigList", U32), out("hitMask", U32), out("flags", U32), out("bigOff", U32), sc("bitsCap", U32)}},
@@ -212,30 +207,30 @@ var Units = []Unit{
 			sc("conic", U32), in("ranked", U32), in("rankOf", U32), in("readout", U32), in("bigList", U32),
 			out("keys", U32), out("ids", U32), in("bigOff", U32), in("bigBits", U32)}},
 	}},
-	{Name: "scan", Set: "Engine", Wrapped: true, Kernels: []Kernel{
+	{Name: "scan", Set: "Engine", Kernels: []Kernel{
 		{Name: "scan_blocks", Params: []Param{in("in", U32), out("out", U32), sc("n", U32), out("blockSums", U32)},
 			Block: 256, Shared: []Shared{{"warpTot", U32, 8}}},
 		{Name: "scan_add", Params: []Param{out("out", U32), sc("n", U32), in("blockOffsets", U32)}},
 		{Name: "scan_add_sums", Params: []Param{out("out", U32), sc("n", U32), in("blockSums", U32)},
 			Block: 256, Shared: []Shared{{"warpTot", U32, 8}}},
 	}},
-	{Name: "sort", Set: "Engine", Wrapped: true, Kernels: []Kernel{
+	{Name: "sort", Set: "Engine", Kernels: []Kernel{
 		{Name: "sort_hist", Params: []Param{in("keys", U32), in("readout", U32), in("count", U32), sc("shift", U32), sc("nb", U32),
 			out("hist", U32)}, Block: 256, Shared: []Shared{{"h", U32, 256}}},
 		{Name: "sort_scatter", Params: []Param{in("keysIn", U32), in("valsIn", U32), out("keysOut", U32), out("valsOut", U32),
 			in("readout", U32), in("count", U32), sc("shift", U32), sc("nb", U32), in("offsets", U32)}, Block: 256,
 			Shared: []Shared{{"skeys", U32, 3072}, {"svals", U32, 3072}, {"wcnt", U16, 8 * 256}, {"gdelta", U32, 256}, {"wsum", U32, 8}}},
 	}},
-	{Name: "ranges", Set: "Engine", Wrapped: true, Kernels: []Kernel{
+	{Name: "ranges", Set: "Engine", Kernels: []Kernel{
 		{Name: "tile_ranges", Params: []Param{in("keys", U32), in("readout", U32), sc("numTiles", U32), out("offsets", U32)}},
 	}},
-	{Name: "raster_fwd", Set: "Engine", Wrapped: true, Kernels: []Kernel{
+	{Name: "raster_fwd", Set: "Engine", Kernels: []Kernel{
 		{Name: "raster_fwd_ewa", Args: "raster_fwd", Params: rasterFwdParams,
 			Shared: []Shared{{"s", "Staged<false>", 0}, {"alive", U32, 0}, {"longest", U32, 0}}},
 		{Name: "raster_fwd_ray", Args: "raster_fwd", Params: rasterFwdParams,
 			Shared: []Shared{{"s", "Staged<true>", 0}, {"alive", U32, 0}, {"longest", U32, 0}}},
 	}},
-	{Name: "loss", Set: "Engine", Wrapped: true, Kernels: []Kernel{
+	{Name: "loss", Set: "Engine", Kernels: []Kernel{
 		// loss_map's bounds: 3 blocks an SM rather than 2 (96 registers): 0.056 → 0.050 ms at
 		// 799×532 on the H200.
 		{Name: "loss_map", Params: []Param{val("lp", "LossP"), in("readout", U32), in("img", F32), in("target", F32),
@@ -247,7 +242,7 @@ var Units = []Unit{
 		{Name: "loss_finish", Params: []Param{in("partAbs", F32), in("partSq", F32), in("partSsim", F32), sc("blocks", U32),
 			out("readout", U32)}, Block: 256, Shared: []Shared{{"s", F32, 1536}}},
 	}},
-	{Name: "raster_bwd", Set: "Engine", Wrapped: true, Kernels: []Kernel{
+	{Name: "raster_bwd", Set: "Engine", Kernels: []Kernel{
 		{Name: "raster_bwd_chunks", Params: []Param{in("readout", U32), in("tileWalk", U32), sc("numTiles", U32),
 			out("chunkStart", U32), out("chunkTile", U32)}, Block: 256, Shared: []Shared{{"warpTot", U32, 8}}},
 		// raster_bwd_ewa's bounds: 6 blocks an SM at 40 registers (8 bytes spilled) instead of 4
@@ -258,7 +253,7 @@ var Units = []Unit{
 		{Name: "raster_bwd_ray", Args: "raster_bwd", Params: rasterBwdParams,
 			Shared: rasterBwdShared("Staged<true, CHUNK>")},
 	}},
-	{Name: "project_bwd", Set: "Engine", Wrapped: true, Kernels: []Kernel{
+	{Name: "project_bwd", Set: "Engine", Kernels: []Kernel{
 		// project_bwd's bounds: 6 blocks of 128 an SM rather than the 4 that 128 registers a
 		// thread allow: on the H200 at 1M splats, 0.48 → 0.43 ms, although the cap spills (bench
 		// --kernels: 80 registers, 160 bytes of local memory); 5 blocks gave 0.43 ms too. The
@@ -269,24 +264,24 @@ var Units = []Unit{
 			out("statAccum", F32), out("statCount", U32), out("statMaxRadius", F32)}, MaxThreads: shBlock, MinBlocks: 6,
 			Shared: []Shared{{"sSh", F32, shBlock * shSRow}}},
 	}},
-	{Name: "adam", Set: "Engine", Wrapped: true, Kernels: []Kernel{
+	{Name: "adam", Set: "Engine", Kernels: []Kernel{
 		{Name: "adam_step", Params: []Param{val("ap", "AdamP"), out("readout", U32), out("params", F32), in("grads", F32),
 			out("m", F32), out("v", F32), in("valid", U32)}, Block: 256, Shared: []Shared{{"gtab", F32, 6 * 3}}},
 		{Name: "opacity_reset", Params: []Param{out("params", F32), sc("n", U32), sc("maxLogit", F32)}},
 	}},
-	{Name: "edit", Set: "Engine", Wrapped: true, Kernels: []Kernel{
+	{Name: "edit", Set: "Engine", Kernels: []Kernel{
 		{Name: "gather_rows", Params: []Param{in("src", F32), out("dst", F32), in("srcIdx", I32), sc("oldN", U32), sc("newN", U32),
 			sc("fresh", U32), sc("zeroFresh", U32)}},
 		{Name: "scatter_shapes", Params: []Param{out("params", F32), sc("n", U32), in("rows", I32), in("logits", F32),
 			in("logScales", F32), sc("count", U32)}},
 		{Name: "zero_rows", Params: []Param{out("buf", F32), sc("n", U32), in("rows", I32), sc("count", U32)}},
 	}},
-	{Name: "mcmc", Set: "Engine", Wrapped: true, Kernels: []Kernel{
+	{Name: "mcmc", Set: "Engine", Kernels: []Kernel{
 		{Name: "mcmc_reg", Params: []Param{in("params", F32), out("grads", F32), sc("n", U32), sc("co", F32), sc("cs", F32)}},
 		{Name: "mcmc_noise", Params: []Param{out("params", F32), sc("n", U32), sc("scale", F32), sc("seedLo", U32),
 			sc("seedHi", U32), sc("step", U32)}},
 	}},
-	{Name: "ceiling", Set: "Ceiling", Wrapped: true, Kernels: []Kernel{
+	{Name: "ceiling", Set: "Ceiling", Kernels: []Kernel{
 		{Name: "ceiling_copy", Params: []Param{in("src", F32), out("dst", F32), sc("n", U32)}},
 		{Name: "ceiling_fma", Params: []Param{sc("iters", U32), sc("x", F32), sc("y", F32), out("out", F32)}},
 	}},
