@@ -34,11 +34,19 @@ func DefaultOptions() Options {
 
 // Truth returns the ground-truth Gaussians of the demo scene.
 func Truth(seed uint64) *splat.Gaussians {
+	return truth(seed, true)
+}
+
+// truth is the demo scene with or without its floor.
+func truth(seed uint64, floor bool) *splat.Gaussians {
 	rng := rand.New(rand.NewPCG(seed, 0xde40))
 	var means, scales, colors [][3]float64
 	// A chequered floor at y = +1 (y points down in the camera convention
 	// used by the ring below, so the floor is below the blobs).
-	const cells = 8
+	cells := 8
+	if !floor {
+		cells = 0
+	}
 	for i := 0; i < cells; i++ {
 		for j := 0; j < cells; j++ {
 			c := [3]float64{0.85, 0.85, 0.8}
@@ -46,8 +54,8 @@ func Truth(seed uint64) *splat.Gaussians {
 				c = [3]float64{0.15, 0.2, 0.3}
 			}
 			for k := 0; k < 9; k++ {
-				x := -2 + (float64(i)+(float64(k%3)+0.5)/3)*4/cells
-				z := -2 + (float64(j)+(float64(k/3)+0.5)/3)*4/cells
+				x := -2 + (float64(i)+(float64(k%3)+0.5)/3)*4/float64(cells)
+				z := -2 + (float64(j)+(float64(k/3)+0.5)/3)*4/float64(cells)
 				means = append(means, [3]float64{x, 1, z})
 				scales = append(scales, [3]float64{0.09, 0.01, 0.09})
 				colors = append(colors, c)
