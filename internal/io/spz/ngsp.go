@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -107,7 +108,10 @@ func readNGSP(data []byte) (*packed, Info, error) {
 	if tocEnd > int64(len(data)) {
 		return nil, Info{}, fmt.Errorf("byte offset %d: file ends inside the table of contents", len(data))
 	}
-	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(max(2*want[0], 8<<20))))
+	// The decoder's memory cap is the largest stream's size (each is checked against want
+	// below, and count against the file's size above), not the positions': at SH degree 3
+	// the harmonics are five times the positions.
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(max(slices.Max(want[:]), 8<<20))))
 	if err != nil {
 		return nil, Info{}, err
 	}

@@ -45,6 +45,27 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// TestRoundTripLarge reads back files whose largest stream passes the decoder's 8 MB floor:
+// at SH degree 3 the harmonics of 200k splats are 9 MB, five times the positions, and a cap
+// sized from the positions refused them.
+func TestRoundTripLarge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 200k-splat scene")
+	}
+	g := randomScene(sceneSeed, 200_000, 3)
+	for _, version := range []int{3, 4} {
+		o := Options{SHDegree: 3, Version: version}
+		back, info, err := Read(bytes.NewReader(encodeBytes(t, g, o)), "large.spz")
+		if err != nil {
+			t.Fatalf("version %d: %v", version, err)
+		}
+		if info.Count != g.Len() {
+			t.Fatalf("version %d: %d splats back of %d", version, info.Count, g.Len())
+		}
+		within(t, back, g, 3, boundsFor(version, 12))
+	}
+}
+
 func toString(o Options) string {
 	return fmt.Sprintf("v%d_deg%d_aa=%t", o.Version, o.SHDegree, o.Antialiased)
 }
