@@ -99,41 +99,49 @@ func truth(seed uint64, floor bool) *splat.Gaussians {
 // 1.6 units above the floor plane's centre (camera y points down).
 func ringCamera(theta float64, w, h int) camera.Camera {
 	eye := [3]float64{4.5 * math.Sin(theta), -1.6, -4.5 * math.Cos(theta)}
-	target := [3]float64{0, 0.4, 0}
-	r, t := camera.LookAt(eye, target, [3]float64{0, 1, 0})
-	f := 0.9 * float64(w)
-	return camera.Camera{Width: w, Height: h, Fx: f, Fy: f, Cx: float64(w) / 2, Cy: float64(h) / 2, R: r, T: t}
+	return lookingAt(eye, [3]float64{0, 0.4, 0}, 0.9, w, h)
 }
 
-// Generate renders the demo dataset.
-func Generate(opt Options) (*dataset.Dataset, error) {
+// lookingAt is a centred pinhole camera of w×h pixels and focal length f·w at eye, looking
+// at target with y pointing down.
+func lookingAt(eye, target [3]float64, f float64, w, h int) camera.Camera {
+	r, t := camera.LookAt(eye, target, [3]float64{0, 1, 0})
+	fx := f * float64(w)
+	return camera.Camera{Width: w, Height: h, Fx: fx, Fy: fx, Cx: float64(w) / 2, Cy: float64(h) / 2, R: r, T: t}
+}
+
+// renderer checks opt's size and returns the CPU engine that renders truth's views.
+func renderer(opt Options, truth *splat.Gaussians) (*cpu.Engine, error) {
 	if opt.Views < 2 || opt.Width < 8 || opt.Height < 8 {
 		return nil, fmt.Errorf("demo: %d views of %d×%d px is too small", opt.Views, opt.Width, opt.Height)
 	}
-	truth := Truth(opt.Seed)
 	set := engine.DefaultSettings()
 	set.Workers = max(opt.Workers, 1)
 	eng, err := cpu.New(set, truth)
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
+	return eng, nil
+}
+
+// Generate renders the demo dataset.
+func Generate(opt Options) (*dataset.Dataset, error) {
+	truth := Truth(opt.Seed)
+	eng, err := renderer(opt, truth)
+	if err != nil {
+		return nil, err
+	}
 	ds := &dataset.Dataset{Format: "demo", Dir: "(built-in demo scene)"}
-	var centres [][3]float64
+	var views []dataset.View
 	for v := 0; v < opt.Views; v++ {
 		cam := ringCamera(2*math.Pi*float64(v)/float64(opt.Views), opt.Width, opt.Height)
 		img, err := eng.Render(&cam, 0, [3]float32{})
 		if err != nil {
 			return nil, fmt.Errorf("demo: rendering view %d: %w", v, err)
 		}
-		view := dataset.View{Name: fmt.Sprintf("demo_%03d", v), Camera: cam, Image: &imageio.Image{W: opt.Width, H: opt.Height, RGB: img}}
-		if opt.TestEvery > 0 && v%opt.TestEvery == 0 {
-			ds.Test = append(ds.Test, view)
-		} else {
-			ds.Train = append(ds.Train, view)
-		}
-		centres = append(centres, cam.Center())
+		views = append(views, dataset.View{Name: fmt.Sprintf("demo_%03d", v), Camera: cam, Image: &imageio.Image{W: opt.Width, H: opt.Height, RGB: img}})
 	}
-	ds.Extent = extent(centres)
+	split(ds, views, opt.TestEvery)
 	// "SfM" points: a third of the true centres, jittered, with their colours.
 	rng := rand.New(rand.NewPCG(opt.Seed, 0x5f3))
 	for i := 0; i < truth.Len(); i += 3 {
@@ -144,6 +152,21 @@ func Generate(opt Options) (*dataset.Dataset, error) {
 		}
 	}
 	return ds, nil
+}
+
+// split holds out every testEvery-th of views (none for 0) and sets ds's extent from all of
+// their cameras.
+func split(ds *dataset.Dataset, views []dataset.View, testEvery int) {
+	var centres [][3]float64
+	for v, view := range views {
+		if testEvery > 0 && v%testEvery == 0 {
+			ds.Test = append(ds.Test, view)
+		} else {
+			ds.Train = append(ds.Train, view)
+		}
+		centres = append(centres, view.Camera.Center())
+	}
+	ds.Extent = extent(centres)
 }
 
 // extent is 1.1 × the largest distance of a camera centre from their mean

@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 
 	"github.com/rlxsplat/rlxsplat/internal/camera"
-	"github.com/rlxsplat/rlxsplat/internal/engine"
-	"github.com/rlxsplat/rlxsplat/internal/engine/cpu"
 	"github.com/rlxsplat/rlxsplat/internal/io/atomicfile"
 	"github.com/rlxsplat/rlxsplat/internal/io/dataset"
 	"github.com/rlxsplat/rlxsplat/internal/io/imageio"
@@ -47,26 +45,19 @@ func objectCamera(v, n, w, h int) camera.Camera {
 		objectCentre[1] - 4*math.Sin(el), // y points down: above is negative
 		objectCentre[2] - 4*math.Cos(el)*math.Cos(az),
 	}
-	r, t := camera.LookAt(eye, objectCentre, [3]float64{0, 1, 0})
-	f := 1.1 * float64(w)
-	return camera.Camera{Width: w, Height: h, Fx: f, Fy: f, Cx: float64(w) / 2, Cy: float64(h) / 2, R: r, T: t}
+	return lookingAt(eye, objectCentre, 1.1, w, h)
 }
 
 // Object renders a NeRF-synthetic-style dataset of the object scene: views with alpha (the
 // object over nothing), composited over black as the loader composites over the default
 // background, and no points (such captures have none: the trainer initialises at random).
 func Object(opt Options) (*dataset.Dataset, error) {
-	if opt.Views < 2 || opt.Width < 8 || opt.Height < 8 {
-		return nil, fmt.Errorf("demo: %d views of %d×%d px is too small", opt.Views, opt.Width, opt.Height)
-	}
-	set := engine.DefaultSettings()
-	set.Workers = max(opt.Workers, 1)
-	eng, err := cpu.New(set, ObjectTruth(opt.Seed))
+	eng, err := renderer(opt, ObjectTruth(opt.Seed))
 	if err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
+		return nil, err
 	}
 	ds := &dataset.Dataset{Format: "transforms", Dir: "(built-in object scene)"}
-	var centres [][3]float64
+	var views []dataset.View
 	for v := 0; v < opt.Views; v++ {
 		cam := objectCamera(v, opt.Views, opt.Width, opt.Height)
 		// Over black the render is the premultiplied colour C; over white it is C + T, so
@@ -84,16 +75,10 @@ func Object(opt Options) (*dataset.Dataset, error) {
 		for i := range alpha {
 			alpha[i] = min(max(1-(white[3*i+1]-black[3*i+1]), 0), 1)
 		}
-		view := dataset.View{Name: fmt.Sprintf("r_%03d", v), Camera: cam,
-			Image: &imageio.Image{W: opt.Width, H: opt.Height, RGB: black}, Alpha: alpha}
-		if opt.TestEvery > 0 && v%opt.TestEvery == 0 {
-			ds.Test = append(ds.Test, view)
-		} else {
-			ds.Train = append(ds.Train, view)
-		}
-		centres = append(centres, cam.Center())
+		views = append(views, dataset.View{Name: fmt.Sprintf("r_%03d", v), Camera: cam,
+			Image: &imageio.Image{W: opt.Width, H: opt.Height, RGB: black}, Alpha: alpha})
 	}
-	ds.Extent = extent(centres)
+	split(ds, views, opt.TestEvery)
 	return ds, nil
 }
 
