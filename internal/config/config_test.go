@@ -42,7 +42,7 @@ func wantDefaults() Config {
 	return Config{
 		Data: Data{Dir: "", Format: "", Images: "images", Downscale: 0, MaxWidth: 1600,
 			TestEvery: 8, Background: []float64{0, 0, 0}, RandomBackground: false},
-		Init:   Init{Mode: InitSfM, RandomCount: 100000, Opacity: 0.1, Scale: 1, RandomExtent: 1.0, PointsFrom: ""},
+		Init:   Init{Mode: InitSfM, RandomCount: 100000, Opacity: 0.1, Scale: 1, RandomExtent: 0.3, PointsFrom: ""},
 		Model:  Model{Render: RenderEWA, SHDegree: 3, SHDegreeInterval: 1000, Antialiased: false, RadiusScale: 1.0, Near: 0.01},
 		Raster: Raster{BinMode: BinGPUConic, TileSize: 16, MaxSplatSteps: 0},
 		Loss:   Loss{Kind: LossL1SSIM, SSIMLambda: 0.2},
