@@ -10,6 +10,7 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/demo"
 	"github.com/rlxsplat/rlxsplat/internal/io/dataset"
 	"github.com/rlxsplat/rlxsplat/internal/io/ply"
+	"github.com/rlxsplat/rlxsplat/internal/io/scene"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
 
@@ -65,17 +66,18 @@ func TestBrowserMatchesRenderTrain1000(t *testing.T) {
 	compareScene(t, "train1000", g, info.SHDegree, cams, [3]float32{0.5, 0.5, 0.5})
 }
 
-// TestBrowserMatchesRenderTrained compares a trained scene named by RLXSPLAT_VIEWER_PLY at the
-// (paths absolute, or relative to internal/viewer, where go test runs)
-// first test views of the dataset RLXSPLAT_VIEWER_DATA (downscaled by RLXSPLAT_VIEWER_DOWNSCALE):
-// the duck and bonsai screenshots come from it.
+// TestBrowserMatchesRenderTrained compares a trained scene named by RLXSPLAT_VIEWER_SCENE (any
+// format the scene reader takes: PLY, SPZ, .splat, .glb, checkpoint; paths absolute, or
+// relative to internal/viewer, where go test runs) at the first test views of the dataset
+// RLXSPLAT_VIEWER_DATA (downscaled by RLXSPLAT_VIEWER_DOWNSCALE): the duck and bonsai
+// screenshots come from it.
 func TestBrowserMatchesRenderTrained(t *testing.T) {
-	plyPath, dataDir := os.Getenv("RLXSPLAT_VIEWER_PLY"), os.Getenv("RLXSPLAT_VIEWER_DATA")
-	if plyPath == "" || dataDir == "" {
-		t.Skip("set RLXSPLAT_VIEWER_PLY and RLXSPLAT_VIEWER_DATA to compare a trained scene at its dataset's test views")
+	scenePath, dataDir := os.Getenv("RLXSPLAT_VIEWER_SCENE"), os.Getenv("RLXSPLAT_VIEWER_DATA")
+	if scenePath == "" || dataDir == "" {
+		t.Skip("set RLXSPLAT_VIEWER_SCENE and RLXSPLAT_VIEWER_DATA to compare a trained scene at its dataset's test views")
 	}
 	browserPath(t)
-	g, info, err := ply.ReadFile(plyPath)
+	sc, err := scene.ReadFile(scenePath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +99,7 @@ func TestBrowserMatchesRenderTrained(t *testing.T) {
 	if name == "" {
 		name = filepath.Base(dataDir)
 	}
-	compareScene(t, name, g, info.SHDegree, cams, o.Background)
+	compareScene(t, name, sc.Gaussians, sc.SHDegree, cams, o.Background)
 }
 
 func median(v []float64) float64 {
