@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -81,7 +82,7 @@ failure.`,
 			if runF != nil {
 				return runF(o)
 			}
-			return runParity(o, s)
+			return runParity(cmd.Context(), o, s)
 		},
 	}
 	fs := cmd.Flags()
@@ -125,7 +126,7 @@ func parityConfig(c *config.Config) error {
 	return nil
 }
 
-func runParity(o *parityOptions, s *streams) error {
+func runParity(ctx context.Context, o *parityOptions, s *streams) error {
 	if o.c == nil {
 		c, err := config.Defaults()
 		if err != nil {
@@ -141,6 +142,9 @@ func runParity(o *parityOptions, s *streams) error {
 		if o.quick && c.SHDegree != 0 && c.SHDegree != 3 {
 			continue
 		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		c.Break = o.breakGroup
 		r, err := parity.CheckGrad(c)
 		if err != nil {
@@ -151,7 +155,7 @@ func runParity(o *parityOptions, s *streams) error {
 	rows = append(rows, parity.CheckMCMC(o.breakGroup)...)
 	failed := printRows(s.Out, rows)
 	total := len(rows)
-	gf, gn, err := gpuParity(o, s)
+	gf, gn, err := gpuParity(ctx, o, s)
 	if err != nil {
 		return err
 	}
@@ -170,7 +174,7 @@ var parityLR = engine.LR{Means: 1.6e-4, LogScales: 5e-3, Quats: 1e-3, Opacity: 5
 // models and the three bin modes, on the synthetic scene and, with --data, on a dataset view.
 // It prints the table and returns the number of failed and of all rows; without a GPU it
 // says why in one line (an error, exit status 4, when --device named one).
-func gpuParity(o *parityOptions, s *streams) (failed, total int, err error) {
+func gpuParity(ctx context.Context, o *parityOptions, s *streams) (failed, total int, err error) {
 	device := o.c.Train.Device
 	if device == config.DeviceCPU {
 		fmt.Fprintln(s.Out, "GPU engine: comparison skipped (--device cpu).")
@@ -211,6 +215,9 @@ func gpuParity(o *parityOptions, s *streams) (failed, total int, err error) {
 				set.Render, set.BinMode = m, b
 				so := engine.StepOptions{SHDegree: sc.sh, LR: parityLR, AccumulateStats: true, WantImage: true}
 				check := fmt.Sprintf("gpu %s %s %s", sc.name, m, b)
+				if err := ctx.Err(); err != nil {
+					return 0, 0, err
+				}
 				r, err := fused.Compare(dev, set, sc.g, sc.v, so)
 				if err != nil {
 					return 0, 0, fmt.Errorf("parity: %s: %w", check, err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"math"
 	"os"
 	"path/filepath"
@@ -78,7 +79,7 @@ func TestParityGPUFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Train.Device = config.DeviceCPU
-	if _, _, err := gpuParity(&parityOptions{c: c}, s); err != nil {
+	if _, _, err := gpuParity(context.Background(), &parityOptions{c: c}, s); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "skipped (--device cpu)") {

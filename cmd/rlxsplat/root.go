@@ -67,6 +67,10 @@ func (e checkError) Error() string { return e.msg }
 func run(args []string, s *streams) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The first signal asks the command to stop cleanly (train saves, bench and parity stop
+	// between steps); once it has, the signals are the runtime's again, so a second Ctrl-C
+	// ends whatever is still running at once.
+	go func() { <-ctx.Done(); stop() }()
 	root := newRootCmd(s)
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
