@@ -11,12 +11,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/rlxsplat/rlxsplat/internal/io/imageio"
+	"github.com/rlxsplat/rlxsplat/internal/par"
 )
 
 // Factors are the downscaled copies written beside images/ (images_2, ...),
@@ -52,53 +51,23 @@ func writeDownscaled(ctx context.Context, dir string, workers int, progress func
 	if err != nil {
 		return fmt.Errorf("convert: resize: %w", err)
 	}
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	workers = max(1, min(workers, len(names)))
-	var next, done atomic.Int64
-	var mu sync.Mutex
-	var first error
-	fail := func(err error) {
-		mu.Lock()
-		if first == nil {
-			first = err
+	var mu sync.Mutex // progress sees the counts in order
+	done := 0
+	return par.Each(len(names), workers, func(i int) error {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("convert: resize: %w", err)
 		}
-		mu.Unlock()
-	}
-	failed := func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return first != nil
-	}
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(names) || failed() {
-					return
-				}
-				if ctx.Err() != nil {
-					fail(fmt.Errorf("convert: resize: %w", ctx.Err()))
-					return
-				}
-				if err := downscaleOne(dir, names[i]); err != nil {
-					fail(err)
-					return
-				}
-				if progress != nil {
-					mu.Lock()
-					progress(int(done.Add(1)), len(names))
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return first
+		if err := downscaleOne(dir, names[i]); err != nil {
+			return err
+		}
+		if progress != nil {
+			mu.Lock()
+			done++
+			progress(done, len(names))
+			mu.Unlock()
+		}
+		return nil
+	})
 }
 
 // downscaleOne writes every factor's copy of images/name.

@@ -1,9 +1,14 @@
 // Package par runs the index ranges of a loop on several goroutines: the one way the CPU
 // stages split [0, n) into contiguous chunks, so that each writes its own part of the output
-// and results that depend on order can be joined range by range.
+// and results that depend on order can be joined range by range; and, for items of uneven
+// cost that may fail (files to decode), a queue that hands indices out one at a time (Each).
 package par
 
-import "sync"
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
 
 // minLen is the loop length below which a goroutine costs more than it saves.
 const minLen = 256
@@ -42,4 +47,43 @@ func For(n, workers int, f func(k, lo, hi int)) {
 		}()
 	}
 	wg.Wait()
+}
+
+// Each calls f(i) for i in [0, n) on up to workers goroutines (GOMAXPROCS when workers ≤ 0),
+// handing the indices out in order, one at a time, so that slow items do not hold up a fixed
+// share. After a call fails no further index is handed out, and Each returns the error of the
+// lowest failing index: every index below it has been called by then, since indices go out in
+// order and a call once started always finishes, so the error is the same whatever the
+// scheduling.
+func Each(n, workers int, f func(i int) error) error {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = min(workers, n)
+	errs := make([]error, n)
+	var next atomic.Int64
+	var failed atomic.Bool
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || failed.Load() {
+					return
+				}
+				if errs[i] = f(i); errs[i] != nil {
+					failed.Store(true)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -1,6 +1,8 @@
 package par
 
 import (
+	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 )
@@ -50,5 +52,42 @@ func TestForCoversEachIndexOnce(t *testing.T) {
 				t.Fatalf("%d workers: index %d run %d times", workers, i, h)
 			}
 		}
+	}
+}
+
+// TestEach calls every index once when nothing fails, and when some fail returns the lowest
+// failing index's error, having called every index below it.
+func TestEach(t *testing.T) {
+	for _, workers := range []int{0, 1, 3, 64} {
+		const n = 500
+		hits := make([]int32, n)
+		if err := Each(n, workers, func(i int) error { atomic.AddInt32(&hits[i], 1); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		for i, h := range hits {
+			if h != 1 {
+				t.Fatalf("workers %d: index %d called %d times", workers, i, h)
+			}
+		}
+		clear(hits)
+		bad := func(i int) bool { return i == 137 || i == 140 || i == 400 }
+		err := Each(n, workers, func(i int) error {
+			atomic.AddInt32(&hits[i], 1)
+			if bad(i) {
+				return fmt.Errorf("item %d", i)
+			}
+			return nil
+		})
+		if err == nil || err.Error() != "item 137" {
+			t.Fatalf("workers %d: error %v, want item 137's", workers, err)
+		}
+		for i := 0; i < 137; i++ {
+			if hits[i] != 1 {
+				t.Fatalf("workers %d: index %d below the failure called %d times", workers, i, hits[i])
+			}
+		}
+	}
+	if err := Each(0, 4, func(int) error { return errors.New("called") }); err != nil {
+		t.Fatalf("no items: %v", err)
 	}
 }

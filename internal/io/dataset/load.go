@@ -4,11 +4,9 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
-	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"github.com/rlxsplat/rlxsplat/internal/io/imageio"
+	"github.com/rlxsplat/rlxsplat/internal/par"
 )
 
 // source is where one view's image is read from.
@@ -38,41 +36,16 @@ func sources(specs []viewSpec, plan map[string]string, folderOf func(string) str
 
 // loadViews decodes every view's image with opt.Workers goroutines. The
 // result is in spec order, and the error reported is the one of the first
-// failing view in that order whatever the scheduling: views are handed out
-// in order and a view, once taken, is always finished, so every view before
-// a failure has been tried when the workers stop.
+// failing view in that order whatever the scheduling (par.Each).
 func loadViews(specs []viewSpec, src []source, opt Options) ([]View, error) {
-	workers := opt.Workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	workers = min(workers, len(specs))
 	views := make([]View, len(specs))
-	errs := make([]error, len(specs))
-	var next atomic.Int64
-	var failed atomic.Bool
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(specs) || failed.Load() {
-					return
-				}
-				views[i], errs[i] = loadView(specs[i], src[i], opt)
-				if errs[i] != nil {
-					failed.Store(true)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
+	err := par.Each(len(specs), opt.Workers, func(i int) error {
+		var err error
+		views[i], err = loadView(specs[i], src[i], opt)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return views, nil
 }
