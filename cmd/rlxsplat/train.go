@@ -204,6 +204,11 @@ func runTrain(cmd *cobra.Command, o *trainOptions, c *config.Config, s *streams)
 	fmt.Fprintf(s.Err, "rlxsplat: done in %s (loading %s, steps %s, densification %s, evaluation %s, previews %s, checkpoints %s): %s\n",
 		time.Since(start).Round(time.Second), sec(loaded), sec(ph.Steps), sec(ph.Densify), sec(ph.Eval), sec(ph.Preview),
 		sec(ph.Checkpoint), opt.OutDir)
+	if m, ok := eng.(interface{ DeviceBytes() (current, peak int64) }); ok {
+		if _, peak := m.DeviceBytes(); peak > 0 {
+			fmt.Fprintf(s.Err, "rlxsplat: peak device memory %.0f MiB (the engine's buffers; the driver's context comes on top)\n", float64(peak)/(1<<20))
+		}
+	}
 	if c.Data.Dir == "" {
 		fmt.Fprintf(s.Err, "rlxsplat: that was the built-in demo scene. Train a capture with\n"+
 			"  rlxsplat train --data DIR     (a COLMAP folder: images/ + sparse/0, or a transforms.json set)\n"+

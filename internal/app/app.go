@@ -100,6 +100,7 @@ func TrainOptions(c *config.Config, yaml []byte) train.Options {
 		EvalSteps: c.Train.EvalSteps, LogEvery: c.Train.LogEvery,
 		PreviewEvery: c.Train.PreviewEvery, PreviewView: c.Train.PreviewView, SaveEvalRenders: c.Train.SaveEvalRenders,
 		CheckpointEvery: c.Train.CheckpointEvery, KeepCheckpoints: c.Train.KeepCheckpoints,
+		CoarseScale: c.Train.CoarseScale, CoarseUntil: c.Train.CoarseUntil,
 		OutDir: c.Output.Dir, ConfigYAML: yaml, Workers: Workers(c),
 	}
 }

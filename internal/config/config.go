@@ -294,6 +294,11 @@ type Train struct {
 	// SaveEvalRenders writes every evaluated view's render (clamped to [0,1]) as a PNG at each
 	// evaluation, and the photos once, so that others can score them with their own metrics.
 	SaveEvalRenders bool `yaml:"save_eval_renders"`
+	// CoarseScale is the integer factor by which the first step scales the photos down;
+	// 1 = every step at full size.
+	CoarseScale int `yaml:"coarse_scale"`
+	// CoarseUntil is the step from which every step renders at full size.
+	CoarseUntil int `yaml:"coarse_until"`
 }
 
 // Export formats (output.formats).

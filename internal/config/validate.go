@@ -218,6 +218,8 @@ func (c *Config) problems() []error {
 	k.atLeast("train.checkpoint_every", t.CheckpointEvery, 0, " (0 = only at the end)")
 	k.atLeast("train.keep_checkpoints", t.KeepCheckpoints, 0, " (0 = keep all)")
 	k.atLeast("train.preview_view", t.PreviewView, 0, "")
+	k.atLeast("train.coarse_scale", t.CoarseScale, 1, " (1 = off)")
+	k.atLeast("train.coarse_until", t.CoarseUntil, 0, "")
 
 	if strings.TrimSpace(c.Output.Dir) == "" {
 		k.add("output.dir", "is empty: want a directory")

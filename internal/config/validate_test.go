@@ -123,6 +123,9 @@ func TestValidate(t *testing.T) {
 		{"prune_opacity 1", func(c *Config) { c.Densify.PruneOpacity = 1 }, "densify.prune_opacity: 1 is out of range: want a number in [0,1)"},
 		{"max_screen_size -1", func(c *Config) { c.Densify.MaxScreenSize = -1 }, "densify.max_screen_size: -1 is out of range: want >= 0 (0 = off)"},
 		{"max_world_scale -1", func(c *Config) { c.Densify.MaxWorldScale = -1 }, "densify.max_world_scale: -1 is out of range"},
+		{"coarse_scale 0", func(c *Config) { c.Train.CoarseScale = 0 }, "train.coarse_scale: 0 is out of range: want >= 1 (1 = off)"},
+		{"coarse_scale 4", func(c *Config) { c.Train.CoarseScale = 4 }, ""},
+		{"coarse_until -1", func(c *Config) { c.Train.CoarseUntil = -1 }, "train.coarse_until: -1 is out of range: want >= 0"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

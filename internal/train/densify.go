@@ -46,7 +46,11 @@ func (t *Trainer) densify(s int) error {
 		n := g.Len()
 		st = engine.Stats{GradAccum: make([]float32, n), Count: make([]int32, n), MaxRadius: make([]float32, n)}
 	}
-	remove, n := pruneMask(g, st, d, t.ds.Extent, s > d.ResetEvery && d.ResetEvery > 0, t.opt.Workers)
+	// The radii were measured on the step's photos, which coarse-to-fine training may have
+	// scaled down: the screen-size limit is in full-size pixels.
+	pd := *d
+	pd.MaxScreenSize /= float64(t.opt.coarseFactor(s))
+	remove, n := pruneMask(g, st, &pd, t.ds.Extent, s > d.ResetEvery && d.ResetEvery > 0, t.opt.Workers)
 	if n > 0 {
 		if n == g.Len() {
 			return fmt.Errorf("train: step %d: pruning would remove all %d Gaussians (opacity below %g)", s, n, d.PruneOpacity)

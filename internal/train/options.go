@@ -48,6 +48,11 @@ type Options struct {
 	CheckpointEvery int
 	KeepCheckpoints int
 
+	// CoarseScale > 1 trains step s < CoarseUntil on the photos scaled down by
+	// ⌊CoarseScale^(1−s/CoarseUntil)⌋ (coarse.go).
+	CoarseScale int
+	CoarseUntil int
+
 	OutDir string
 	// RunID names the run in its files (NewRunID); empty: a new one. Resume replaces it
 	// with the checkpoint's.
@@ -111,6 +116,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("train: densify interval %d < 1", o.Densify.Every)
 	case !o.mcmc() && o.Densify.Enabled && o.Densify.SplitN < 1:
 		return fmt.Errorf("train: split count %d < 1", o.Densify.SplitN)
+	case o.CoarseScale > 1 && o.CoarseUntil < 0:
+		return fmt.Errorf("train: coarse_until %d < 0", o.CoarseUntil)
 	case o.OutDir == "":
 		return fmt.Errorf("train: no output directory")
 	}

@@ -51,6 +51,9 @@ type Trainer struct {
 	// photosSaved holds the photos already queued by saveEvalRender (each is written once).
 	photosSaved map[string]bool
 	runID       string
+	// coarse holds the training views at the coarse-to-fine factor of the current step (nil
+	// at full size).
+	coarse *coarseViews
 }
 
 // queued is a step submitted to an engine.Pipeliner before the one before it was collected.
@@ -416,7 +419,10 @@ func (t *Trainer) runStep(ctx context.Context, s int) (engine.StepResult, error)
 	defer func() { t.phases.Steps += time.Since(at) }()
 	pl, ok := t.eng.(engine.Pipeliner)
 	if !ok {
-		v, o, name := t.prepare(s)
+		v, o, name, err := t.prepare(s)
+		if err != nil {
+			return engine.StepResult{}, err
+		}
 		res, err := t.eng.Step(v, o)
 		return t.checked(s, name, res, err)
 	}
@@ -424,14 +430,20 @@ func (t *Trainer) runStep(ctx context.Context, s int) (engine.StepResult, error)
 	if q := t.ahead; q != nil && q.step == s {
 		name, t.ahead = q.view, nil
 	} else {
-		v, o, n := t.prepare(s)
+		v, o, n, err := t.prepare(s)
+		if err != nil {
+			return engine.StepResult{}, err
+		}
 		if err := pl.Submit(v, o); err != nil {
 			return engine.StepResult{}, fmt.Errorf("train: step %d (view %s): %w", s, n, err)
 		}
 		name = n
 	}
 	if t.quiet(s) && ctx.Err() == nil {
-		v, o, n := t.prepare(s + 1)
+		v, o, n, err := t.prepare(s + 1)
+		if err != nil {
+			return engine.StepResult{}, err
+		}
 		if err := pl.Submit(v, o); err != nil {
 			return engine.StepResult{}, fmt.Errorf("train: step %d (view %s): %w", s+1, n, err)
 		}
@@ -442,17 +454,20 @@ func (t *Trainer) runStep(ctx context.Context, s int) (engine.StepResult, error)
 }
 
 // prepare draws step s's view and background and returns what the engine needs for it, with
-// the view's name.
-func (t *Trainer) prepare(s int) (*engine.View, engine.StepOptions, string) {
+// the view's name; the view is scaled down while the coarse-to-fine schedule says so.
+func (t *Trainer) prepare(s int) (*engine.View, engine.StepOptions, string, error) {
 	o := &t.opt
 	vi := t.nextView()
-	view := t.ds.Train[vi]
+	view, err := t.trainView(vi, s)
+	if err != nil {
+		return nil, engine.StepOptions{}, "", err
+	}
 	bg := o.Background
 	if o.RandomBackground {
 		bg = [3]float32{t.rng.Float32(), t.rng.Float32(), t.rng.Float32()}
 	}
 	d := &o.Densify
-	v := &engine.View{Index: vi, Camera: view.Camera, Target: t.target(&view, bg)}
+	v := &engine.View{Index: vi, Camera: view.Camera, Target: t.target(view, bg)}
 	lr := t.lr(s)
 	return v, engine.StepOptions{
 		SHDegree:        t.shDegree(s),
@@ -461,7 +476,7 @@ func (t *Trainer) prepare(s int) (*engine.View, engine.StepOptions, string) {
 		AccumulateStats: d.Enabled && s < d.Until && !o.mcmc(),
 		WantTimings:     t.logs(s),
 		MCMC:            t.mcmcStep(s, lr),
-	}, view.Name
+	}, view.Name, nil
 }
 
 // checked wraps a step's error with the step and view, and refuses a non-finite loss.

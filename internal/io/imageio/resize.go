@@ -153,3 +153,15 @@ func resizePlanes(src []float32, sw, sh, c, dw, dh int) []float32 {
 	}
 	return out
 }
+
+// ResizePlane resamples one [sh, sw] plane (an alpha channel, say) to [dh, dw] with Resize's
+// area filter.
+func ResizePlane(p []float32, sw, sh, dw, dh int) ([]float32, error) {
+	if sw <= 0 || sh <= 0 || len(p) != sw*sh {
+		return nil, fmt.Errorf("imageio: resize plane: %d values for %d×%d", len(p), sw, sh)
+	}
+	if dw <= 0 || dh <= 0 || dw > MaxPixels/dh {
+		return nil, fmt.Errorf("imageio: resize plane %d×%d to %d×%d: target size out of range", sw, sh, dw, dh)
+	}
+	return resizePlanes(p, sw, sh, 1, dw, dh), nil
+}
