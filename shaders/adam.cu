@@ -19,13 +19,11 @@
 #include "prelude.h"
 #include "common.h"
 #include "readout.h"
+#include "adam.h"
 #include "entries/adam.h"
 
 // AdamP and its AdamGroup (passed by value: one step's sizes and corrections) are declared in
 // abi.h.
-
-// |g| < 2⁶⁴ has a finite float32 square (internal/adam's gradLimit).
-#define GRAD_LIMIT 18446744073709551616.0f
 
 // locate returns element e's group and sets its splat.
 DEVICE u32 locate(u32 e, u32 n, u32& splat)
@@ -51,49 +49,11 @@ DEVICE u32 locate(u32 e, u32 n, u32& splat)
     return r % (u32)SH_STRIDE < 3u ? 4u : 5u;
 }
 
-// adam_update applies gradient g to one element's parameter p and moments m, v under group gc
-// and returns how many of its values were not finite: the gradient (used as 0), and the update
-// or the new value (p then keeps its value; the moments keep their new values, as on the CPU).
-DEVICE u32 adam_update(const AdamP& ap, const AdamGroup& gc, float g, float& p, float& m, float& v)
-{
-    u32 bad = 0;
-    if (!(g > -GRAD_LIMIT && g < GRAD_LIMIT)) {
-        g = 0.0f;
-        bad++;
-    }
-    if (gc.clip > 0.0f) {
-        if (g > gc.clip) g = gc.clip;
-        else if (g < -gc.clip) g = -gc.clip;
-    }
-    m = mul_rn(ap.b1, m) + mul_rn(ap.c1, g);
-    v = mul_rn(ap.b2, v) + mul_rn(ap.c2, mul_rn(g, g));
-    float u = mul_rn(-gc.stepSize, m) / (mul_rn(sqrtd(v), gc.invSqrtBc2) + ap.eps);
-    float x = p + u;
-    if (!f32_finite(u) || !f32_finite(x)) bad++;
-    else p = x;
-    return bad;
-}
-
-// The block-shared gtab (spec) holds the six groups' settings, stepSize, invSqrtBc2 and clip,
-// where an element's group can index them. Selected from the by-value struct with constant
-// indices (a run-time index would copy all of it to local memory in every thread), they took
-// registers for all six groups at once: 54 a thread, 4 blocks of 256 an SM, at 81% of the copy
-// ceiling.
 DEVICE void adam_step_body(Thr th, adam_step_args a, SPTR float* gtab)
 {
     if (a.readout[RO_ABORT]) return;
     const AdamP& ap = a.ap;
-    if (th.tid < 6u) {
-        AdamGroup g = ap.g[0];
-        if (th.tid == 1u) g = ap.g[1];
-        if (th.tid == 2u) g = ap.g[2];
-        if (th.tid == 3u) g = ap.g[3];
-        if (th.tid == 4u) g = ap.g[4];
-        if (th.tid == 5u) g = ap.g[5];
-        gtab[th.tid * 3u] = g.stepSize;
-        gtab[th.tid * 3u + 1u] = g.invSqrtBc2;
-        gtab[th.tid * 3u + 2u] = g.clip;
-    }
+    adam_groups(th, ap, gtab);
     BARRIER();
     GPTR float* params = a.params;
     GPTR float* m = a.m;
@@ -137,8 +97,7 @@ DEVICE void adam_step_body(Thr th, adam_step_args a, SPTR float* gtab)
     u32 bad = 0;
     for (u32 q = 0; q < 4u; q++) {
         if (!upd[q]) continue;
-        AdamGroup gc = {gtab[grp[q] * 3u], gtab[grp[q] * 3u + 1u], gtab[grp[q] * 3u + 2u], 0.0f};
-        bad += adam_update(ap, gc, live[q] ? g[q] : 0.0f, p[q], mm[q], vv[q]);
+        bad += adam_group_update(ap, gtab, grp[q], live[q] ? g[q] : 0.0f, p[q], mm[q], vv[q]);
     }
     // Elements left alone (visible-only) are written back unchanged.
     if (cnt == 4u) {

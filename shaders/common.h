@@ -96,27 +96,44 @@ DEVICE float sqrtd(float x) { return sqrt_rn(x); }
 // is rounded by adding 1.5·2²³, r = x − n·ln2 is reduced with ln2 split in two, e^r = 1 + r +
 // r²·P(r) with a degree-5 P, and e^x = e^r·2ⁿ; 0 below e^-87 and for NaN, +Inf from 89. Every
 // product is mul_rn (never fused), so the bits are the CPU's and the skip decisions of forward
-// and backward the CPU's.
-DEVICE float exp32(float x)
+// and backward the CPU's. exp32_reduced is its body for −87 < x < 89: e^r with r = x − n·ln2,
+// and n.
+DEVICE float exp32_reduced(float x, i32& n)
 {
     const float round = 12582912.0f; // 1.5·2²³
     const float ln2Hi = 0.693359375f, ln2Lo = -2.12194440e-4f;
-    if (!(x > -87.0f)) return 0.0f;
-    if (!(x < 89.0f)) return bits_f32(0x7f800000u); // +Inf
     float j = mul_rn(x, 1.44269504088896341f) + round;
     float nf = j - round;
-    i32 n = (i32)(f32_bits(j) - f32_bits(round)); // |n| <= 128
+    n = (i32)(f32_bits(j) - f32_bits(round)); // |n| <= 128
     float r = (x - mul_rn(nf, ln2Hi)) - mul_rn(nf, ln2Lo);
     float p = mul_rn(1.9875691500e-4f, r) + 1.3981999507e-3f;
     p = mul_rn(p, r) + 8.3334519073e-3f;
     p = mul_rn(p, r) + 4.1665795894e-2f;
     p = mul_rn(p, r) + 1.6666665459e-1f;
     p = mul_rn(p, r) + 5.0000001201e-1f;
-    float y = (mul_rn(p, mul_rn(r, r)) + r) + 1.0f;
+    return (mul_rn(p, mul_rn(r, r)) + r) + 1.0f;
+}
+
+DEVICE float exp32(float x)
+{
+    if (!(x > -87.0f)) return 0.0f;
+    if (!(x < 89.0f)) return bits_f32(0x7f800000u); // +Inf
+    i32 n;
+    float y = exp32_reduced(x, n);
     if (n > 127) { // 2¹²⁸ is no float: scale by 2 first (exact), overflowing only where e^x does
         y = mul_rn(y, 2.0f);
         n -= 1;
     }
+    return mul_rn(y, bits_f32((u32)(n + 127) << 23));
+}
+
+// exp32_nonpos is exp32 for x ≤ 0 (or NaN), the rasterizers' exponents: the same bits without
+// the tests that only larger x need (the +Inf cut and the 2¹²⁸ scaling; −126 ≤ n ≤ 0 here).
+DEVICE float exp32_nonpos(float x)
+{
+    if (!(x > -87.0f)) return 0.0f;
+    i32 n;
+    float y = exp32_reduced(x, n);
     return mul_rn(y, bits_f32((u32)(n + 127) << 23));
 }
 

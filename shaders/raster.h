@@ -35,7 +35,8 @@ DEVICE u32 chunk_slot(u32 tile, u32 o, u32 c) { return o / CHUNK + tile + c; }
 // slots).
 DEVICE u64 chunk_state(u32 slot, u32 P) { return (u64)slot * (u64)(4u * P); }
 
-// Staged floats per splat: EWA mx, my, a, b, c (5); ray u[3], A[9], ‖u‖² (13).
+// Staged floats per splat: EWA mx, my, a, b, c (5; the forward stages a/2 and c/2); ray u[3],
+// A[9], ‖u‖² (13).
 #define GEO_EWA 5
 #define GEO_RAY 13
 #define GEO_N(RAY) ((RAY) ? GEO_RAY : GEO_EWA)
@@ -68,15 +69,21 @@ DEVICE bool power_cut(float o, float amin, float& cut)
     return cut <= 0.0f;
 }
 
-// EWA exponent −½(a·dx² + c·dy²) − b·dx·dy at pixel (x, y), as raster's ewaRow/ewaPower.
-DEVICE float ewa_power(const float* geo, int x, int y, float& dx, float& dy)
+// EWA exponent −½(a·dx² + c·dy²) − b·dx·dy at pixel (x, y), as raster's ewaRow/ewaPower, from
+// ha = a/2 and hc = c/2 (each rounded on its own, as the CPU rounds them).
+DEVICE float ewa_power_h(float mx, float my, float ha, float b, float hc, int x, int y, float& dx, float& dy)
 {
-    float mx = geo[0], my = geo[1], a = geo[2], b = geo[3], c = geo[4];
     dy = ((float)y + 0.5f) - my;
     float hb = mul_rn(b, dy);
-    float hc = mul_rn(mul_rn(c / 2.0f, dy), dy);
+    float hcy = mul_rn(mul_rn(hc, dy), dy);
     dx = ((float)x + 0.5f) - mx;
-    return -(mul_rn(dx, mul_rn(a / 2.0f, dx) + hb) + hc);
+    return -(mul_rn(dx, mul_rn(ha, dx) + hb) + hcy);
+}
+
+// ewa_power is ewa_power_h for staged geometry (mx, my, a, b, c).
+DEVICE float ewa_power(const float* geo, int x, int y, float& dx, float& dy)
+{
+    return ewa_power_h(geo[0], geo[1], geo[2] / 2.0f, geo[3], geo[4] / 2.0f, x, y, dx, dy);
 }
 
 // Ray model: with v = A·d and sc = (u·v)/‖v‖², w = u − sc·v; false when the closest approach is
@@ -102,18 +109,22 @@ DEVICE bool ray_perp(const float* geo, float qcut, float d0, float d1, float d2,
 
 DEVICE float ray_power(const float* w) { return -(mul_rn(w[0], w[0]) + mul_rn(w[1], w[1]) + mul_rn(w[2], w[2])) / 2.0f; }
 
-// alpha = min(0.99, o·exp32(power)); clamped says the clamp is active (no gradient then).
+// alpha = min(0.99, o·exp32(power)); clamped says the clamp is active (no gradient then). Both
+// models' powers are ≤ 0 here (EWA skips positive ones, the ray model's is −‖w‖²/2), where
+// exp32_nonpos gives exp32's bits.
 DEVICE float alpha_of(float o, float power, float& g, bool& clamped)
 {
-    g = exp32(power);
+    g = exp32_nonpos(power);
     float alpha = mul_rn(o, g);
     clamped = alpha > ALPHA_MAX;
     return clamped ? ALPHA_MAX : alpha;
 }
 
 // stage_splat loads splat id into the batch slot j of s, with ok = whether it can reach
-// alpha_min anywhere (else every pixel skips it).
-template <bool RAY, u32 N>
+// alpha_min anywhere (else every pixel skips it). HALF stages EWA's a/2 and c/2 in place of a
+// and c (the forward, which uses nothing else: two products a pair fewer); the backward, which
+// needs a and c for the gradient, stages them whole.
+template <bool RAY, u32 N, bool HALF = false>
 DEVICE void stage_splat(const Raster& rp, u32 id, u32 j, const GPTR float* opacity, const GPTR float* color,
                         const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU,
                         const GPTR float* rayA, SPTR Staged<RAY, N>& s)
@@ -135,8 +146,13 @@ DEVICE void stage_splat(const Raster& rp, u32 id, u32 j, const GPTR float* opaci
         float uu = mul_rn(u0, u0) + mul_rn(u1, u1) + mul_rn(u2, u2);
         pk[3] = make_f4(uu, o, mul_rn(-2.0f, cut), 1.0f);
     } else {
-        pk[0] = make_f4(mean2d[id * 2], mean2d[id * 2 + 1], conic[id * 3], conic[id * 3 + 1]);
-        pk[1] = make_f4(conic[id * 3 + 2], o, cut, 1.0f);
+        float a = conic[id * 3], c = conic[id * 3 + 2];
+        if (HALF) {
+            a = a / 2.0f;
+            c = c / 2.0f;
+        }
+        pk[0] = make_f4(mean2d[id * 2], mean2d[id * 2 + 1], a, conic[id * 3 + 1]);
+        pk[1] = make_f4(c, o, cut, 1.0f);
     }
 }
 

@@ -64,56 +64,59 @@ DEVICE void raster_fwd_run(Thr th, raster_fwd_args a, SPTR Staged<RAY>& s, SPTR 
         if (alive == 0u) break; // every pixel of the tile is finished
         u32 nb = end - b0 < (u32)BATCH ? end - b0 : (u32)BATCH;
         for (u32 j = th.tid; j < nb; j += th.bdim)
-            stage_splat<RAY>(rp, a.ids[b0 + j], j, a.opacity, a.color, a.mean2d, a.conic, a.rayU, a.rayA, s);
+            stage_splat<RAY, BATCH, true>(rp, a.ids[b0 + j], j, a.opacity, a.color, a.mean2d, a.conic, a.rayU, a.rayA, s);
         BARRIER();
-        for (u32 j = 0; j < nb && !done; j++) {
-            // Entry k = b0 − start + j starts chunk k/CHUNK (BATCH is a multiple of CHUNK, so
-            // j's low bits are k's): the state after entries [0, k) is where the backward's
-            // block for the chunk before it starts. A pixel that finished earlier never gets
-            // here, and its count ends before k: the backward starts its last chunk from
-            // finalT and never reads this slot for it.
-            if ((j & (CHUNK - 1u)) == 0u && b0 + j != start) {
-                GPTR float* q = st + chunk_state((b0 - start + j) / CHUNK - 1u, P);
+        // The batch in chunks of CHUNK entries (BATCH is a multiple of CHUNK): entry k = b0 −
+        // start + c0 starts chunk k/CHUNK, and the state after entries [0, k) is where the
+        // backward's block for the chunk before it starts. A pixel that finished earlier never
+        // gets here, and its count ends before k: the backward starts its last chunk from
+        // finalT and never reads this slot for it.
+        for (u32 c0 = 0; c0 < nb && !done; c0 += CHUNK) {
+            if (b0 + c0 != start) {
+                GPTR float* q = st + chunk_state((b0 - start + c0) / CHUNK - 1u, P);
                 q[0] = T;
                 q[P] = cr;
                 q[2u * P] = cg;
                 q[3u * P] = cb;
             }
-            f4 meta = staged_meta(s, j);
-            if (meta.w == 0.0f) continue;
-            float geo[GEO_N(RAY)];
-            load_geo<RAY>(s, j, meta, geo);
-            float o = meta.y, cut = meta.z;
-            float power;
-            if (RAY) {
-                float w[3], v[3], sc;
-                if (!ray_perp(geo, cut, d0, d1, d2, w, sc, v)) continue;
-                power = ray_power(w);
-            } else {
-                float dx, dy;
-                power = ewa_power(geo, x, y, dx, dy);
-                if (!(power >= cut) || power > 0.0f) continue;
-            }
-            float g;
-            bool clamped;
-            float alpha = alpha_of(o, power, g, clamped);
-            if (!(alpha >= rp.alphaMin)) continue;
-            float tn = mul_rn(T, 1.0f - alpha);
-            if (tn < TERMINATE_T) {
-                done = true;
-                break;
-            }
-            float wt = mul_rn(alpha, T);
-            f4 col = staged_color(s, j);
-            cr = cr + mul_rn(wt, col.x);
-            cg = cg + mul_rn(wt, col.y);
-            cb = cb + mul_rn(wt, col.z);
-            T = tn;
-            cnt = b0 - start + j + 1u;
-            hits++;
-            if (rp.maxSteps != 0 && hits == (u32)rp.maxSteps) {
-                done = true;
-                break;
+            u32 ce = nb - c0 < CHUNK ? nb : c0 + CHUNK;
+            for (u32 j = c0; j < ce; j++) {
+                f4 meta = staged_meta(s, j);
+                if (meta.w == 0.0f) continue;
+                float geo[GEO_N(RAY)];
+                load_geo<RAY>(s, j, meta, geo);
+                float o = meta.y, cut = meta.z;
+                float power;
+                if (RAY) {
+                    float w[3], v[3], sc;
+                    if (!ray_perp(geo, cut, d0, d1, d2, w, sc, v)) continue;
+                    power = ray_power(w);
+                } else {
+                    float dx, dy; // staged with a/2 and c/2 (HALF)
+                    power = ewa_power_h(geo[0], geo[1], geo[2], geo[3], geo[4], x, y, dx, dy);
+                    if (!(power >= cut) || power > 0.0f) continue;
+                }
+                float g;
+                bool clamped;
+                float alpha = alpha_of(o, power, g, clamped);
+                if (!(alpha >= rp.alphaMin)) continue;
+                float tn = mul_rn(T, 1.0f - alpha);
+                if (tn < TERMINATE_T) {
+                    done = true;
+                    break;
+                }
+                float wt = mul_rn(alpha, T);
+                f4 col = staged_color(s, j);
+                cr = cr + mul_rn(wt, col.x);
+                cg = cg + mul_rn(wt, col.y);
+                cb = cb + mul_rn(wt, col.z);
+                T = tn;
+                cnt = b0 - start + j + 1u;
+                hits++;
+                if (rp.maxSteps != 0 && hits == (u32)rp.maxSteps) {
+                    done = true;
+                    break;
+                }
             }
         }
         BARRIER();

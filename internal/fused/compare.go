@@ -199,6 +199,9 @@ func compare(dev gpu.Device, set engine.Settings, g *splat.Gaussians, v *engine.
 	if co.overflow {
 		fe.listCap = 16 // the buffers stay; the count check sees room for 16 entries only
 	}
+	// The step keeps its parameter gradients in grads (no fused project_bwd_adam), so that they
+	// can be compared; the fused kernel is compared with the two it replaces further down.
+	fe.unfusedAdam = true
 	gres, err := fe.Step(v, o)
 	if err != nil {
 		return nil, fmt.Errorf("fused: compare: step: %w", err)
@@ -302,6 +305,9 @@ func compare(dev gpu.Device, set engine.Settings, g *splat.Gaussians, v *engine.
 	}
 	d := countDiff(pack(fAfter), pack(want))
 	r.count("params after adam", d, n*paramFloats, fmt.Sprintf("%d of %d values differ from the CPU optimizer on the device's gradients", d, n*paramFloats))
+	if err := r.fusedAdam(g, v, o, fAfter); err != nil {
+		return nil, err
+	}
 	a, b := pack(fAfter), pack(cAfter)
 	r.out = append(r.out, CompareRow{Name: "params vs cpu step", MaxAbs: check.MaxAbs(a, b), RelErr: check.RelErr(a, b), Cosine: math.NaN(),
 		Tol: math.Inf(1), Pass: true, Note: "reported only: Adam moves noise-level gradients by ±lr"})
@@ -734,4 +740,36 @@ func zeroInvalid(p []float32, valid []uint32) {
 		}
 		off += n * f.Width
 	}
+}
+
+// fusedAdam reruns the step's parameter backward and Adam as the one kernel that training
+// steps use (project_bwd_adam), from the step's start (g, zero moments) and on the prepared-data
+// gradients, flags and radii the step left on the device, and adds a row for its parameters
+// against the step's own (after project_bwd and adam_step): the same arithmetic, so the same
+// bits. Without MCMC regularisers only (with them, steps do not fuse).
+func (r *rows) fusedAdam(g *splat.Gaussians, v *engine.View, o engine.StepOptions, unfused *splat.Gaussians) error {
+	if o.MCMC.OpacityReg != 0 || o.MCMC.ScaleReg != 0 || o.MCMC.NoiseScale != 0 {
+		return nil
+	}
+	fe := r.e
+	if err := fe.upload(g, nil, nil, 0, nil); err != nil {
+		return fmt.Errorf("fused: compare: %w", err)
+	}
+	if err := fe.dev.Memset(fe.readoutBuf, 0, roWords*4, 0); err != nil {
+		return fmt.Errorf("fused: compare: readout: %w", err)
+	}
+	ap, err := adamArgs(fe.set.Adam, o.LR, 1, fe.n)
+	if err != nil {
+		return fmt.Errorf("fused: compare: %w", err)
+	}
+	if err := fe.projectBwdAdam(&v.Camera, o.SHDegree, false, ap); err != nil {
+		return fmt.Errorf("fused: compare: project_bwd_adam: %w", err)
+	}
+	got, err := fe.Gaussians()
+	if err != nil {
+		return fmt.Errorf("fused: compare: parameters: %w", err)
+	}
+	d := countDiff(pack(got), pack(unfused))
+	r.count("fused project_bwd+adam", d, fe.n*paramFloats, fmt.Sprintf("%d of %d values differ from project_bwd then adam_step", d, fe.n*paramFloats))
+	return nil
 }

@@ -108,6 +108,10 @@ type Engine struct {
 	capturing bool
 	// timed: the step under way records its stage events (StepOptions.WantTimings).
 	timed bool
+	// unfusedAdam runs project_bwd and adam_step as two kernels, the gradients written to
+	// grads between them, where steps otherwise fuse them (project_bwd_adam): Compare sets it
+	// to check the gradients themselves.
+	unfusedAdam bool
 	// noEvents: the device has no timing events (gpu.ErrUnsupported); notes are the features
 	// found missing, each said once through notice.
 	noEvents bool

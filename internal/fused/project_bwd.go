@@ -24,3 +24,18 @@ func (e *Engine) projectBwd(cam *camera.Camera, shDegree int, accumulate bool) e
 		Grads: abi.B(e.grads), Grad2d: abi.B(e.grad2d), Accumulate: acc, StatAccum: abi.B(e.statAccum),
 		StatCount: abi.B(e.statCount), StatMaxRadius: abi.B(e.statMaxRadius)})
 }
+
+// projectBwdAdam launches project_bwd.cu's project_bwd_adam: project_bwd and adam_step in one
+// pass, the gradients never written to grads.
+func (e *Engine) projectBwdAdam(cam *camera.Camera, shDegree int, accumulate bool, ap abi.AdamP) error {
+	acc := uint32(0)
+	if accumulate {
+		acc = 1
+	}
+	return e.k.ProjectBwdAdam(gpu.BlocksFor(uint32(e.n), shBlock), gpu.Dim3{shBlock}, abi.ProjectBwdAdamArgs{
+		Cam: camArgs(cam, &e.set, shDegree, e.n), Ap: ap, Readout: abi.B(e.readoutBuf), Params: abi.B(e.params),
+		M: abi.B(e.adamM), V: abi.B(e.adamV), Valid: abi.B(e.valid), Radius: abi.B(e.radius), GColor: e.pgAt(pgColor),
+		GOpacity: e.pgAt(pgOpacity), GMean2d: e.pgAt(pgMean2D), GConic: e.pgAt(pgConic), GRayU: e.pgAt(pgRayU),
+		GRayA: e.pgAt(pgRayA), Grad2d: abi.B(e.grad2d), Accumulate: acc, StatAccum: abi.B(e.statAccum),
+		StatCount: abi.B(e.statCount), StatMaxRadius: abi.B(e.statMaxRadius)})
+}

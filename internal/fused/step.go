@@ -493,17 +493,26 @@ func (e *Engine) backward(p *pass, target gpu.Buffer, o engine.StepOptions, ap a
 	if err := e.record(6); err != nil {
 		return err
 	}
-	if err := e.projectBwd(cam, o.SHDegree, o.AccumulateStats); err != nil {
+	// Without the MCMC regularisers, whose gradients join the loss's between the two, the
+	// parameter backward and Adam run as one kernel (its time is project_bwd's stage then).
+	fuse := !e.unfusedAdam && o.MCMC.OpacityReg == 0 && o.MCMC.ScaleReg == 0
+	if fuse {
+		if err := e.projectBwdAdam(cam, o.SHDegree, o.AccumulateStats, ap); err != nil {
+			return err
+		}
+	} else if err := e.projectBwd(cam, o.SHDegree, o.AccumulateStats); err != nil {
 		return err
 	}
 	if err := e.record(7); err != nil {
 		return err
 	}
-	if err := e.mcmcReg(o.MCMC); err != nil {
-		return err
-	}
-	if err := e.adam(ap); err != nil {
-		return err
+	if !fuse {
+		if err := e.mcmcReg(o.MCMC); err != nil {
+			return err
+		}
+		if err := e.adam(ap); err != nil {
+			return err
+		}
 	}
 	if err := e.mcmcNoise(o.MCMC); err != nil {
 		return err

@@ -26,7 +26,30 @@ struct project_bwd_args {
     GPTR float* statMaxRadius;
 };
 
+struct project_bwd_adam_args {
+    Cam cam;
+    AdamP ap;
+    GPTR u32* readout;
+    GPTR float* params;
+    GPTR float* m;
+    GPTR float* v;
+    const GPTR u32* valid;
+    const GPTR float* radius;
+    const GPTR float* gColor;
+    const GPTR float* gOpacity;
+    const GPTR float* gMean2d;
+    const GPTR float* gConic;
+    const GPTR float* gRayU;
+    const GPTR float* gRayA;
+    GPTR float* grad2d;
+    u32 accumulate;
+    GPTR float* statAccum;
+    GPTR u32* statCount;
+    GPTR float* statMaxRadius;
+};
+
 DEVICE void project_bwd_body(Thr th, project_bwd_args a, SPTR float* sSh);
+DEVICE void project_bwd_adam_body(Thr th, project_bwd_adam_args a, SPTR float* sSh, SPTR float* gtab, SPTR u32* sUse);
 
 #if defined(RLX_BACKEND_CUDA)
 
@@ -36,6 +59,16 @@ extern "C" __global__ void __launch_bounds__(128, 6) project_bwd(Cam cam, const 
     const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
     const project_bwd_args a = {cam, readout, params, valid, radius, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA, grads, grad2d, accumulate, statAccum, statCount, statMaxRadius};
     project_bwd_body(th, a, sSh);
+}
+
+extern "C" __global__ void __launch_bounds__(128, 6) project_bwd_adam(Cam cam, AdamP ap, GPTR u32* readout, GPTR float* params, GPTR float* m, GPTR float* v, const GPTR u32* valid, const GPTR float* radius, const GPTR float* gColor, const GPTR float* gOpacity, const GPTR float* gMean2d, const GPTR float* gConic, const GPTR float* gRayU, const GPTR float* gRayA, GPTR float* grad2d, u32 accumulate, GPTR float* statAccum, GPTR u32* statCount, GPTR float* statMaxRadius)
+{
+    __shared__ float sSh[6272];
+    __shared__ float gtab[18];
+    __shared__ u32 sUse[128];
+    const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
+    const project_bwd_adam_args a = {cam, ap, readout, params, m, v, valid, radius, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA, grad2d, accumulate, statAccum, statCount, statMaxRadius};
+    project_bwd_adam_body(th, a, sSh, gtab, sUse);
 }
 
 #elif defined(RLX_BACKEND_METAL)
@@ -70,6 +103,40 @@ extern "C" __global__ void __launch_bounds__(128, 6) project_bwd(Cam cam, const 
     project_bwd_body(th, a, sSh);
 }
 
+[[max_total_threads_per_threadgroup(128)]] kernel void project_bwd_adam(constant Cam& cam [[buffer(0)]],
+    constant AdamP& ap [[buffer(1)]],
+    device u32* readout [[buffer(2)]],
+    device float* params [[buffer(3)]],
+    device float* m [[buffer(4)]],
+    device float* v [[buffer(5)]],
+    device const u32* valid [[buffer(6)]],
+    device const float* radius [[buffer(7)]],
+    device const float* gColor [[buffer(8)]],
+    device const float* gOpacity [[buffer(9)]],
+    device const float* gMean2d [[buffer(10)]],
+    device const float* gConic [[buffer(11)]],
+    device const float* gRayU [[buffer(12)]],
+    device const float* gRayA [[buffer(13)]],
+    device float* grad2d [[buffer(14)]],
+    constant u32& accumulate [[buffer(15)]],
+    device float* statAccum [[buffer(16)]],
+    device u32* statCount [[buffer(17)]],
+    device float* statMaxRadius [[buffer(18)]],
+    uint rlx_tid [[thread_position_in_threadgroup]],
+    uint rlx_bid [[threadgroup_position_in_grid]],
+    uint rlx_bdim [[threads_per_threadgroup]],
+    uint rlx_nblocks [[threadgroups_per_grid]],
+    uint rlx_lane [[thread_index_in_simdgroup]],
+    uint rlx_warp [[simdgroup_index_in_threadgroup]])
+{
+    SHARED float sSh[6272];
+    SHARED float gtab[18];
+    SHARED u32 sUse[128];
+    const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
+    const project_bwd_adam_args a = {rlx_copy(cam), rlx_copy(ap), readout, params, m, v, valid, radius, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA, grad2d, accumulate, statAccum, statCount, statMaxRadius};
+    project_bwd_adam_body(th, a, sSh, gtab, sUse);
+}
+
 #elif defined(RLX_BACKEND_EMU)
 
 extern "C" void emu_launch_project_bwd(const u32* dims, void** args)
@@ -78,6 +145,17 @@ extern "C" void emu_launch_project_bwd(const u32* dims, void** args)
     emu::launch_body(dims, [&](Thr th) {
         static float sSh[6272];
         project_bwd_body(th, a, sSh);
+    });
+}
+
+extern "C" void emu_launch_project_bwd_adam(const u32* dims, void** args)
+{
+    const project_bwd_adam_args a = {*(Cam const*)args[0], *(AdamP const*)args[1], *(GPTR u32* const*)args[2], *(GPTR float* const*)args[3], *(GPTR float* const*)args[4], *(GPTR float* const*)args[5], *(const GPTR u32* const*)args[6], *(const GPTR float* const*)args[7], *(const GPTR float* const*)args[8], *(const GPTR float* const*)args[9], *(const GPTR float* const*)args[10], *(const GPTR float* const*)args[11], *(const GPTR float* const*)args[12], *(const GPTR float* const*)args[13], *(GPTR float* const*)args[14], *(u32 const*)args[15], *(GPTR float* const*)args[16], *(GPTR u32* const*)args[17], *(GPTR float* const*)args[18]};
+    emu::launch_body(dims, [&](Thr th) {
+        static float sSh[6272];
+        static float gtab[18];
+        static u32 sUse[128];
+        project_bwd_adam_body(th, a, sSh, gtab, sUse);
     });
 }
 

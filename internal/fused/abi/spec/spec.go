@@ -263,6 +263,13 @@ var Units = []Unit{
 			in("gRayU", F32), in("gRayA", F32), out("grads", F32), out("grad2d", F32), sc("accumulate", U32),
 			out("statAccum", F32), out("statCount", U32), out("statMaxRadius", F32)}, MaxThreads: shBlock, MinBlocks: 6,
 			Shared: []Shared{{"sSh", F32, shBlock * shSRow}}},
+		// project_bwd then adam_step on the same splats, the gradients never leaving the
+		// multiprocessor; project_bwd's bounds and block.
+		{Name: "project_bwd_adam", Params: []Param{val("cam", "Cam"), val("ap", "AdamP"), out("readout", U32), out("params", F32),
+			out("m", F32), out("v", F32), in("valid", U32), in("radius", F32), in("gColor", F32), in("gOpacity", F32),
+			in("gMean2d", F32), in("gConic", F32), in("gRayU", F32), in("gRayA", F32), out("grad2d", F32), sc("accumulate", U32),
+			out("statAccum", F32), out("statCount", U32), out("statMaxRadius", F32)}, MaxThreads: shBlock, MinBlocks: 6,
+			Shared: []Shared{{"sSh", F32, shBlock * shSRow}, {"gtab", F32, 6 * 3}, {"sUse", U32, shBlock}}},
 	}},
 	{Name: "adam", Set: "Engine", Kernels: []Kernel{
 		{Name: "adam_step", Params: []Param{val("ap", "AdamP"), out("readout", U32), out("params", F32), in("grads", F32),
