@@ -357,6 +357,36 @@ DEVICE void project_bwd_body(Thr th, project_bwd_args a, SPTR float* sSh)
 #define USE_ZERO 1u
 #define USE_ROW 2u
 
+// SH elements a thread of project_bwd_adam updates at a time.
+#define SH_UNROLL 4u
+
+// adam_own applies Adam to splat i's own elements [k0, k1) of G_* (gradients g), loading
+// every parameter and moment first; returns the non-finite count.
+DEVICE u32 adam_own(const project_bwd_adam_args& a, const AdamP& ap, const SPTR float* gtab, u32 n, u32 i, const float* g,
+                    u32 k0, u32 k1)
+{
+    float p[G_N], m[G_N], v[G_N];
+    u32 el[G_N], grp[G_N];
+    for (u32 k = k0; k < k1; k++) {
+        grp[k] = k < G_SCALES ? 0u : k < G_QUATS ? 1u : k < G_OPAC ? 2u : 3u;
+        el[k] = grp[k] == 0u   ? OFF_MEANS(n) + i * 3u + k
+                : grp[k] == 1u ? OFF_SCALES(n) + i * 3u + (k - G_SCALES)
+                : grp[k] == 2u ? OFF_QUATS(n) + i * 4u + (k - G_QUATS)
+                               : OFF_OPAC(n) + i;
+        p[k] = a.params[el[k]];
+        m[k] = a.m[el[k]];
+        v[k] = a.v[el[k]];
+    }
+    u32 bad = 0;
+    for (u32 k = k0; k < k1; k++) {
+        bad += adam_group_update(ap, gtab, grp[k], g[k], p[k], m[k], v[k]);
+        a.params[el[k]] = p[k];
+        a.m[el[k]] = m[k];
+        a.v[el[k]] = v[k];
+    }
+    return bad;
+}
+
 // project_bwd_adam is project_bwd followed by adam_step on the same splats, with the
 // gradients kept in registers and shared memory instead of the grads buffer: per splat it
 // saves writing 59 gradients and reading them back (a quarter of the two kernels' traffic at
@@ -394,39 +424,49 @@ DEVICE void project_bwd_adam_body(Thr th, project_bwd_adam_args a, SPTR float* s
         stats(i, stat, a.accumulate, a.radius, a.grad2d, a.statAccum, a.statCount, a.statMaxRadius);
     }
     sUse[th.tid] = use;
-    // Adam on the splat's own 11 elements (means, log-scales, quats, opacity: groups 0–3).
+    // Adam on the splat's own 11 elements (means, log-scales, quats, opacity: groups 0–3), in
+    // two batches whose loads are all issued before any store: the compiler cannot tell the
+    // parameters from the moments, so element by element each load would wait for the store
+    // before it, and with project_bwd's few threads an SM the latencies would add up.
     u32 bad = 0;
     if (i < n && (use != USE_OUT || !ap.visibleOnly)) {
-        for (u32 k = 0; k < G_N; k++) {
-            u32 grp = k < G_SCALES ? 0u : k < G_QUATS ? 1u : k < G_OPAC ? 2u : 3u;
-            u32 e = grp == 0u ? OFF_MEANS(n) + i * 3u + k
-                  : grp == 1u ? OFF_SCALES(n) + i * 3u + (k - G_SCALES)
-                  : grp == 2u ? OFF_QUATS(n) + i * 4u + (k - G_QUATS)
-                              : OFF_OPAC(n) + i;
-            float p = a.params[e], m = a.m[e], v = a.v[e];
-            bad += adam_group_update(ap, gtab, grp, g[k], p, m, v);
-            a.params[e] = p;
-            a.m[e] = m;
-            a.v[e] = v;
-        }
+        bad += adam_own(a, ap, gtab, n, i, g, 0u, G_QUATS);
+        bad += adam_own(a, ap, gtab, n, i, g, G_QUATS, G_N);
     }
     BARRIER();
     // Adam on the block's SH range, element by element across the block (coalesced, as
-    // sh_stage_out): group 4 for a splat's first 3 values (DC), 5 for the rest.
+    // sh_stage_out), SH_UNROLL elements a thread at a time for the same reason: group 4 for a
+    // splat's first 3 values (DC), 5 for the rest.
     GPTR float* shp = a.params + OFF_SH(n) + first * SH_STRIDE;
     GPTR float* shm = a.m + OFF_SH(n) + first * SH_STRIDE;
     GPTR float* shv = a.v + OFF_SH(n) + first * SH_STRIDE;
     u32 total = cnt * SH_STRIDE;
-    for (u32 e = th.tid; e < total; e += th.bdim) {
-        u32 j = e / SH_STRIDE, r = e - j * SH_STRIDE;
-        u32 u = sUse[j];
-        if (u == USE_OUT && ap.visibleOnly) continue;
-        float gv = u == USE_ROW ? sSh[j * SH_SROW + r] : 0.0f;
-        float p = shp[e], m = shm[e], v = shv[e];
-        bad += adam_group_update(ap, gtab, r < 3u ? 4u : 5u, gv, p, m, v);
-        shp[e] = p;
-        shm[e] = m;
-        shv[e] = v;
+    for (u32 e0 = th.tid; e0 < total; e0 += SH_UNROLL * th.bdim) {
+        float p[SH_UNROLL], m[SH_UNROLL], v[SH_UNROLL], gv[SH_UNROLL];
+        u32 grp[SH_UNROLL];
+        bool on[SH_UNROLL];
+        for (u32 q = 0; q < SH_UNROLL; q++) {
+            u32 e = e0 + q * th.bdim;
+            u32 j = e / SH_STRIDE, r = e - j * SH_STRIDE;
+            u32 u = e < total ? sUse[j] : USE_OUT;
+            on[q] = e < total && (u != USE_OUT || !ap.visibleOnly);
+            grp[q] = r < 3u ? 4u : 5u;
+            gv[q] = u == USE_ROW ? sSh[j * SH_SROW + r] : 0.0f;
+            p[q] = m[q] = v[q] = 0.0f;
+            if (on[q]) {
+                p[q] = shp[e];
+                m[q] = shm[e];
+                v[q] = shv[e];
+            }
+        }
+        for (u32 q = 0; q < SH_UNROLL; q++) {
+            if (!on[q]) continue;
+            bad += adam_group_update(ap, gtab, grp[q], gv[q], p[q], m[q], v[q]);
+            u32 e = e0 + q * th.bdim;
+            shp[e] = p[q];
+            shm[e] = m[q];
+            shv[e] = v[q];
+        }
     }
     if (bad) atom_add_u32(a.readout + RO_NONFINITE, bad);
 }
