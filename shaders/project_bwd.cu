@@ -289,6 +289,18 @@ DEVICE float ray_backward(const Cam& cam, const GPTR float* params, u32 n, u32 i
     return sqrtd(nx * nx + ny * ny);
 }
 
+// stage_rows stages the SH rows of the block's splats (the valid ones) into sSh, with the
+// barrier after; it sets first, the block's first splat, and returns how many of its splats
+// exist. Every thread of the block calls it.
+DEVICE u32 stage_rows(Thr th, const GPTR float* params, const GPTR u32* valid, u32 n, u32& first, SPTR float* sSh)
+{
+    first = th.bid * th.bdim;
+    u32 cnt = first < n ? (n - first < th.bdim ? n - first : th.bdim) : 0u;
+    sh_stage_in(th, params + OFF_SH(n) + first * SH_STRIDE, valid + first, cnt, sSh);
+    BARRIER();
+    return cnt;
+}
+
 // pg_zero says the splat's prepared-data gradients are all zero (no pixel's loss reached it):
 // every parameter gradient is then zero too, and project_bwd_adam skips the backward.
 DEVICE bool pg_zero(const Cam& cam, const PG& pg, u32 i)
@@ -324,11 +336,9 @@ DEVICE void project_bwd_body(Thr th, project_bwd_args a, SPTR float* sSh)
     const Cam& cam = a.cam;
     const GPTR u32* valid = a.valid;
     u32 n = (u32)cam.n;
-    u32 first = th.bid * th.bdim;
+    u32 first;
+    u32 cnt = stage_rows(th, a.params, valid, n, first, sSh);
     u32 i = first + th.tid;
-    u32 cnt = first < n ? (n - first < th.bdim ? n - first : th.bdim) : 0u;
-    sh_stage_in(th, a.params + OFF_SH(n) + first * SH_STRIDE, valid + first, cnt, sSh);
-    BARRIER();
     SPTR float* sh = sSh + th.tid * SH_SROW;
     if (i < n && !valid[i]) {
         a.grad2d[i] = 0.0f;
@@ -401,11 +411,9 @@ DEVICE void project_bwd_adam_body(Thr th, project_bwd_adam_args a, SPTR float* s
     const GPTR u32* valid = a.valid;
     adam_groups(th, ap, gtab);
     u32 n = (u32)cam.n;
-    u32 first = th.bid * th.bdim;
+    u32 first;
+    u32 cnt = stage_rows(th, a.params, valid, n, first, sSh);
     u32 i = first + th.tid;
-    u32 cnt = first < n ? (n - first < th.bdim ? n - first : th.bdim) : 0u;
-    sh_stage_in(th, a.params + OFF_SH(n) + first * SH_STRIDE, valid + first, cnt, sSh);
-    BARRIER();
     SPTR float* sh = sSh + th.tid * SH_SROW;
     float g[G_N];
     for (u32 k = 0; k < G_N; k++) g[k] = 0.0f;
