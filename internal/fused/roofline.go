@@ -43,6 +43,10 @@ type Workload struct {
 	SSIM            bool // the loss has an SSIM term
 	AccumulateStats bool // project_bwd updates the densification statistics
 	AdamVisibleOnly bool // Adam updates only the visible splats
+	// FusedAdam: project_bwd and Adam run as one kernel (project_bwd_adam), the gradients
+	// never stored: the project_bwd stage has both's costs less the gradients' round trip,
+	// the adam stage none.
+	FusedAdam bool
 
 	// Walk is how far the rasterizer had to walk the lists (Engine.RasterWalk). The zero
 	// value means not measured: the model then takes every entry, every pixel of its tile
@@ -189,6 +193,8 @@ func shBwdFlops(deg int) int64 {
 //	adam        reads the N valid flags and the 59·V gradients; per element of 59·N (59·V with
 //	            visible-only updates) reads parameter, m and v and writes them back, 24
 //	            bytes; work 13.
+//	With FusedAdam the two are one kernel: project_bwd has both costs but the 59·V gradients
+//	written and read back, adam none.
 func MinimalCosts(w Workload) ([]StageCost, error) {
 	if w.Gaussians < 0 || w.Visible < 0 || w.Visible > w.Gaussians || w.Entries < 0 || w.Width < 1 || w.Height < 1 ||
 		w.TileSize < 1 || w.SHDegree < 0 || w.SHDegree > splat.MaxSHDegree ||
@@ -242,6 +248,13 @@ func MinimalCosts(w Workload) ([]StageCost, error) {
 		updated = v
 	}
 	adamWords := n + v*paramFloats // the flags, and the visible splats' gradients
+	projBwd := StageCost{engine.StageProjectBwd, word * projBwdWords, v * (projBwdFlops + shBwdFlops(w.SHDegree))}
+	adam := StageCost{engine.StageAdam, word * (adamWords + updated*paramFloats*6), updated * paramFloats * flopsAdam}
+	if w.FusedAdam {
+		projBwd.Bytes += adam.Bytes - word*2*v*paramFloats // no gradient written or read back
+		projBwd.Flops += adam.Flops
+		adam.Bytes, adam.Flops = 0, 0
+	}
 	return []StageCost{
 		{engine.StageProject, word * (n*geomWords + v*3*k + n + v*(footprintWords+projectOut(w.Ray))),
 			n*flopsCull + v*(projFlops+shFlops(w.SHDegree))},
@@ -250,8 +263,8 @@ func MinimalCosts(w Workload) ([]StageCost, error) {
 		{engine.StageRasterFwd, rasterIn + word*px*pixelOutWords + chunkFwd, pairs * pairFlops},
 		{engine.StageLoss, word * px * lossWords, lossFlops},
 		{engine.StageRasterBwd, rasterIn + word*(px*pixelBwdWords+touched*staged) + chunkBwd, pairs * pairFlops},
-		{engine.StageProjectBwd, word * projBwdWords, v * (projBwdFlops + shBwdFlops(w.SHDegree))},
-		{engine.StageAdam, word * (adamWords + updated*paramFloats*6), updated * paramFloats * flopsAdam},
+		projBwd,
+		adam,
 	}, nil
 }
 
@@ -261,6 +274,7 @@ const (
 	BoundCompute    = "compute"
 	BoundLatency    = "latency/other" // neither roof is approached: launch gaps, serial work, atomics, divergence, waste
 	BoundUnmeasured = "unmeasured"    // no positive time to divide by
+	BoundFused      = "fused"         // no cost of its own: its kernel runs in the stage before
 )
 
 // boundFraction is the share of a ceiling below which neither roof is said to bound a stage.
@@ -282,6 +296,10 @@ type StageRoofline struct {
 // neither roof describes.
 func Roofline(c StageCost, ms float64, ceil Ceilings) StageRoofline {
 	r := StageRoofline{StageCost: c, Ms: ms, Bound: BoundUnmeasured}
+	if c.Bytes == 0 && c.Flops == 0 {
+		r.Bound = BoundFused
+		return r
+	}
 	if !(ms > 0) {
 		return r
 	}

@@ -43,6 +43,23 @@ func TestMinimalCosts(t *testing.T) {
 			},
 		},
 		{
+			// The first step with project_bwd and Adam fused: their costs add up in project_bwd,
+			// less the 6·59 gradients written and read back, 4·2·354 bytes.
+			name:   "ewa fused adam",
+			w:      Workload{Gaussians: 10, Visible: 6, Entries: 20, Width: 20, Height: 12, TileSize: 8, ConicBin: true, SSIM: true, FusedAdam: true},
+			passes: 1,
+			want: map[string]cost{
+				engine.StageProject:    {1032, 1866},
+				engine.StageBin:        {824, 1120},
+				engine.StageSort:       {348, 0},
+				engine.StageRasterFwd:  {5148, 7200},
+				engine.StageLoss:       {8640, 298080},
+				engine.StageRasterBwd:  {5364, 7200},
+				engine.StageProjectBwd: {2032 + 15616 - 2832, 4206 + 7670},
+				engine.StageAdam:       {0, 0},
+			},
+		},
+		{
 			// The first step with its walk measured: the tiles read 4 of the 20 entries,
 			// naming 3 splats, and the pixels evaluated 300 pairs.
 			name: "ewa walked",
@@ -217,6 +234,8 @@ func TestRoofline(t *testing.T) {
 		// Exactly a quarter of the copy roof is bound by it.
 		{"quarter", StageCost{Bytes: 25e7}, 1, 250, 0, BoundMemory},
 		{"no time", StageCost{Bytes: 1e9}, 0, 0, 0, BoundUnmeasured},
+		// A stage whose kernel runs in the stage before has no cost of its own.
+		{"fused", StageCost{}, 0.001, 0, 0, BoundFused},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

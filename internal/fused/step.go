@@ -495,9 +495,7 @@ func (e *Engine) backward(p *pass, target gpu.Buffer, o engine.StepOptions, ap a
 	if err := e.record(6); err != nil {
 		return err
 	}
-	// Without the MCMC regularisers, whose gradients join the loss's between the two, the
-	// parameter backward and Adam run as one kernel (its time is project_bwd's stage then).
-	fuse := !e.unfusedAdam && o.MCMC.OpacityReg == 0 && o.MCMC.ScaleReg == 0
+	fuse := e.FusesAdam(o.MCMC)
 	if fuse {
 		if err := e.projectBwdAdam(cam, o.SHDegree, o.AccumulateStats, ap); err != nil {
 			return err
@@ -520,6 +518,14 @@ func (e *Engine) backward(p *pass, target gpu.Buffer, o engine.StepOptions, ap a
 		return err
 	}
 	return e.record(8)
+}
+
+// FusesAdam says whether a step with MCMC terms m runs the parameter backward and Adam as one
+// kernel, project_bwd_adam (its time is then the project_bwd stage's, and the adam stage's is
+// nil): it does unless the MCMC regularisers, whose gradients join the loss's between the two,
+// are on.
+func (e *Engine) FusesAdam(m engine.MCMCStep) bool {
+	return !e.unfusedAdam && m.OpacityReg == 0 && m.ScaleReg == 0
 }
 
 // timings reads the stage times between the recorded events (after the readout, so the
