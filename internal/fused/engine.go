@@ -102,12 +102,9 @@ type Engine struct {
 	queue                   []*inflight // submitted steps not yet collected, oldest first
 
 	// Steps as graphs (graphStep) when graphs is set (SetGraphs) and the device has them;
-	// graph[slot] is the replayed step of each queue slot, capturing true while a step is
-	// being captured. One graph a slot: the step queued behind a running one updates the
-	// other slot's graph, never the one in flight.
+	// graph is the replayed step, capturing true while a step is being captured.
 	graphs    bool
-	graph     [2]gpu.Graph
-	slot      int // the queue slot of the step being enqueued (useSlot)
+	graph     gpu.Graph
 	capturing bool
 	// timed: the step under way records its stage events (StepOptions.WantTimings).
 	timed bool
@@ -808,11 +805,9 @@ func (e *Engine) release() error {
 			errs = append(errs, ev.Close())
 		}
 	}
-	for i, g := range e.graph {
-		if g != nil {
-			errs = append(errs, g.Close())
-			e.graph[i] = nil
-		}
+	if e.graph != nil {
+		errs = append(errs, e.graph.Close())
+		e.graph = nil
 	}
 	if e.k != nil {
 		errs = append(errs, e.k.Close())

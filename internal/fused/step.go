@@ -43,8 +43,8 @@ func (e *Engine) enqueueStep(cam *camera.Camera, tgt gpu.Buffer, o engine.StepOp
 	return p, e.backward(p, tgt, o, ap)
 }
 
-// graphStep captures the step, folds the capture into its slot's graph and replays it between
-// events 0 and 8.
+// graphStep captures the step, folds the capture into e.graph and replays it between events 0
+// and 8.
 func (e *Engine) graphStep(cam *camera.Camera, tgt gpu.Buffer, o engine.StepOptions, ap abi.AdamP) (*pass, error) {
 	if e.keys == nil { // allocate outside the capture
 		if err := e.growLists(4 * e.n); err != nil {
@@ -67,17 +67,16 @@ func (e *Engine) graphStep(cam *camera.Camera, tgt gpu.Buffer, o engine.StepOpti
 		}
 		return nil, err
 	}
-	cur := &e.graph[e.slot]
 	switch {
-	case *cur == nil:
-		*cur = g
+	case e.graph == nil:
+		e.graph = g
 	default:
-		uerr := (*cur).Update(g)
+		uerr := e.graph.Update(g)
 		if errors.Is(uerr, gpu.ErrGraphChanged) {
 			// Another shape (the first step after a change of the SH degree or the image
 			// size, say): replace the graph; the next instantiation happens at its launch.
-			uerr = (*cur).Close()
-			*cur = g
+			uerr = e.graph.Close()
+			e.graph = g
 		} else if uerr != nil {
 			uerr = errors.Join(uerr, g.Close())
 		}
@@ -87,12 +86,12 @@ func (e *Engine) graphStep(cam *camera.Camera, tgt gpu.Buffer, o engine.StepOpti
 	}
 	p.graphed = true
 	if !e.timed {
-		return p, (*cur).Launch()
+		return p, e.graph.Launch()
 	}
 	if err := e.dev.Record(e.events[0]); err != nil {
 		return nil, err
 	}
-	if err := (*cur).Launch(); err != nil {
+	if err := e.graph.Launch(); err != nil {
 		return nil, err
 	}
 	return p, e.dev.Record(e.events[len(e.events)-1])
@@ -232,7 +231,6 @@ func (e *Engine) idle(op string) error {
 // useSlot points the launches at slot's readout block and events; prev is the step queued
 // before (bin_total reads its abort flag) or nil.
 func (e *Engine) useSlot(slot int, prev *inflight) {
-	e.slot = slot
 	e.readoutBuf = e.readouts[slot]
 	e.events = e.slotEvents[slot][:]
 	e.prevReadout = e.readoutBuf
