@@ -598,9 +598,9 @@ func (e *Engine) ResetStats() error {
 	return nil
 }
 
-// Apply performs a densification edit (see engine.Edit). This first version goes through the
-// host: it downloads the parameters and moments, edits them like the CPU engine and uploads
-// the result.
+// Apply performs a densification edit (see engine.Edit) on the device: the plan (which row each
+// new row copies) goes up, gather_rows moves the parameters and both moments, and only split
+// parents' geometry comes to the host, which places their children (splitChildren).
 func (e *Engine) Apply(ed engine.Edit) error {
 	if err := e.idle("apply"); err != nil {
 		return err
