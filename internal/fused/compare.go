@@ -305,7 +305,7 @@ func compare(dev gpu.Device, set engine.Settings, g *splat.Gaussians, v *engine.
 	}
 	d := countDiff(pack(fAfter), pack(want))
 	r.count("params after adam", d, n*paramFloats, fmt.Sprintf("%d of %d values differ from the CPU optimizer on the device's gradients", d, n*paramFloats))
-	if err := r.fusedAdam(g, v, o, fAfter); err != nil {
+	if err := r.fusedAdam(g, v, o, fAfter, fst, r.f32(fe.grad2d, 0, n)); err != nil {
 		return nil, err
 	}
 	a, b := pack(fAfter), pack(cAfter)
@@ -743,11 +743,12 @@ func zeroInvalid(p []float32, valid []uint32) {
 }
 
 // fusedAdam reruns the step's parameter backward and Adam as the one kernel that training
-// steps use (project_bwd_adam), from the step's start (g, zero moments) and on the prepared-data
-// gradients, flags and radii the step left on the device, and adds a row for its parameters
-// against the step's own (after project_bwd and adam_step): the same arithmetic, so the same
-// bits. Without MCMC regularisers only (with them, steps do not fuse).
-func (r *rows) fusedAdam(g *splat.Gaussians, v *engine.View, o engine.StepOptions, unfused *splat.Gaussians) error {
+// steps use (project_bwd_adam), from the step's start (g, zero moments, zero statistics) and on
+// the prepared-data gradients, flags and radii the step left on the device, and adds rows for
+// its parameters, densification statistics and position statistics against the step's own
+// (after project_bwd and adam_step: stats and grad2d): the same arithmetic, so the same bits.
+// Without MCMC terms only (with the regularisers, steps do not fuse).
+func (r *rows) fusedAdam(g *splat.Gaussians, v *engine.View, o engine.StepOptions, unfused *splat.Gaussians, stats engine.Stats, grad2d []float32) error {
 	if o.MCMC.OpacityReg != 0 || o.MCMC.ScaleReg != 0 || o.MCMC.NoiseScale != 0 {
 		return nil
 	}
@@ -762,14 +763,26 @@ func (r *rows) fusedAdam(g *splat.Gaussians, v *engine.View, o engine.StepOption
 	if err != nil {
 		return fmt.Errorf("fused: compare: %w", err)
 	}
-	if err := fe.projectBwdAdam(&v.Camera, o.SHDegree, false, ap); err != nil {
+	if err := fe.projectBwdAdam(&v.Camera, o.SHDegree, o.AccumulateStats, ap); err != nil {
 		return fmt.Errorf("fused: compare: project_bwd_adam: %w", err)
 	}
 	got, err := fe.Gaussians()
 	if err != nil {
 		return fmt.Errorf("fused: compare: parameters: %w", err)
 	}
+	n := fe.n
 	d := countDiff(pack(got), pack(unfused))
-	r.count("fused project_bwd+adam", d, fe.n*paramFloats, fmt.Sprintf("%d of %d values differ from project_bwd then adam_step", d, fe.n*paramFloats))
-	return nil
+	r.count("fused project_bwd+adam", d, n*paramFloats, fmt.Sprintf("%d of %d values differ from project_bwd then adam_step", d, n*paramFloats))
+	fst, err := fe.Stats()
+	if err != nil {
+		return fmt.Errorf("fused: compare: statistics: %w", err)
+	}
+	bad := countDiff(fst.GradAccum, stats.GradAccum) + countDiff(fst.MaxRadius, stats.MaxRadius) + countDiff(r.f32(fe.grad2d, 0, n), grad2d)
+	for i := range fst.Count {
+		if fst.Count[i] != stats.Count[i] {
+			bad++
+		}
+	}
+	r.count("fused project_bwd+adam statistics", bad, 4*n, fmt.Sprintf("%d of %d values differ (position statistic, its sum, count, largest radius)", bad, 4*n))
+	return r.err
 }
