@@ -19,7 +19,8 @@
 //   host grows the bits for the next step).
 //   bigOff [n] u32, bigBits [bitsCap] u32
 //   flags[i] = valid[i] (1 or 0), for the scan that places the visible splats.
-//   valid [n] u32, boundCenter [n,2], boundQ [n,3] f32, rect [n,4] i32;
+//   valid [n] u32, boundCenter [n,2], boundQ [n,3] f32, rect [n,4] i32, rayHalf [n,3] f32 (ray
+//   model: a tile also needs a pixel centre where the half-plane form is ≤ 0, prep.TileAhead);
 //   counts [n+1] u32, bigList [n] u32, hitMask [n] u32, flags [n+1] u32
 // bin_compact: one thread per splat; flags scanned: a valid splat i writes the depth sort's
 //   input at its place flags[i] among the visible ones, in splat-id order (so that the stable
@@ -110,9 +111,24 @@ DEVICE int splat_tile(Cam cam, const GPTR i32* rect, u32 i, int k)
     return (ry0 + k / rw) * cam.tilesX + rx0 + k % rw;
 }
 
-// splat_tile_hit tests tile k (row-major) of splat i's box.
+// tile_ahead is prep.TileAhead: does a pixel centre of the tile lie where a·px + b·py + c ≤ 0
+// (the ray model's RayHalf: elsewhere the closest approach is behind the camera)? The form is
+// linear, so the corner centres decide; a NaN keeps the tile.
+DEVICE bool tile_ahead(float a, float b, float c, int px0, int py0, int px1, int py1)
+{
+    float x0 = (float)px0 + 0.5f, x1 = (float)px1 - 0.5f;
+    float y0 = (float)py0 + 0.5f, y1 = (float)py1 - 0.5f;
+    for (int e = 0; e < 4; e++) {
+        float x = (e & 1) ? x1 : x0, y = (e & 2) ? y1 : y0;
+        if (!((mul_rn(a, x) + mul_rn(b, y)) + c > 0.0f)) return true;
+    }
+    return false;
+}
+
+// splat_tile_hit tests tile k (row-major) of splat i's box: the conic (conic = 1) and, for the
+// ray model, the half-plane of rays whose closest approach is ahead (rayHalf).
 DEVICE bool splat_tile_hit(Cam cam, const GPTR float* boundCenter, const GPTR float* boundQ, const GPTR i32* rect,
-                           u32 conic, u32 i, int k, int* tile)
+                           const GPTR float* rayHalf, u32 conic, u32 i, int k, int* tile)
 {
     int ts = cam.tileSize, W = cam.W, H = cam.H;
     int rx0 = rect[i * 4], ry0 = rect[i * 4 + 1], rw = rect[i * 4 + 2] - rx0;
@@ -121,8 +137,10 @@ DEVICE bool splat_tile_hit(Cam cam, const GPTR float* boundCenter, const GPTR fl
     if (!conic) return true;
     int px1 = (tx + 1) * ts < W ? (tx + 1) * ts : W;
     int py1 = (ty + 1) * ts < H ? (ty + 1) * ts : H;
-    return tile_hit(boundCenter[i * 2], boundCenter[i * 2 + 1], boundQ[i * 3], boundQ[i * 3 + 1], boundQ[i * 3 + 2],
-                    tx * ts, ty * ts, px1, py1);
+    if (!tile_hit(boundCenter[i * 2], boundCenter[i * 2 + 1], boundQ[i * 3], boundQ[i * 3 + 1], boundQ[i * 3 + 2],
+                  tx * ts, ty * ts, px1, py1))
+        return false;
+    return cam.model != MODEL_RAY || tile_ahead(rayHalf[i * 3], rayHalf[i * 3 + 1], rayHalf[i * 3 + 2], tx * ts, ty * ts, px1, py1);
 }
 
 DEVICE void bin_count_body(Thr th, bin_count_args a)
@@ -149,7 +167,7 @@ DEVICE void bin_count_body(Thr th, bin_count_args a)
     u32 mask = 0;
     for (int k = 0; k < area; k++) {
         int tile;
-        if (splat_tile_hit(a.cam, a.boundCenter, a.boundQ, a.rect, a.conic, i, k, &tile)) mask |= 1u << k;
+        if (splat_tile_hit(a.cam, a.boundCenter, a.boundQ, a.rect, a.rayHalf, a.conic, i, k, &tile)) mask |= 1u << k;
     }
     a.counts[i] = popc(mask);
     a.hitMask[i] = mask;
@@ -168,7 +186,7 @@ DEVICE void bin_count_big_body(Thr th, bin_count_big_args a)
         u32 count = 0;
         for (int k0 = 0; k0 < area; k0 += (int)WARP) {
             int k = k0 + (int)th.lane, tile;
-            bool hit = k < area && splat_tile_hit(a.cam, a.boundCenter, a.boundQ, a.rect, a.conic, i, k, &tile);
+            bool hit = k < area && splat_tile_hit(a.cam, a.boundCenter, a.boundQ, a.rect, a.rayHalf, a.conic, i, k, &tile);
             u32 mask = warp_ballot(hit);
             count += popc(mask);
             if (off != NO_BITS && th.lane == 0u) a.bigBits[off + (u32)k0 / WARP] = mask;
@@ -248,7 +266,7 @@ DEVICE void bin_emit_big_body(Thr th, bin_emit_big_args a)
                 hit = ((mask >> th.lane) & 1u) != 0u;
                 if (hit) tile = splat_tile(a.cam, a.rect, i, k);
             } else {
-                hit = k < area && splat_tile_hit(a.cam, a.boundCenter, a.boundQ, a.rect, a.conic, i, k, &tile);
+                hit = k < area && splat_tile_hit(a.cam, a.boundCenter, a.boundQ, a.rect, a.rayHalf, a.conic, i, k, &tile);
                 mask = warp_ballot(hit);
             }
             if (hit) {

@@ -96,6 +96,7 @@ struct Out {
     GPTR float* boundQ;
     GPTR i32* rect;
     GPTR float* radius;
+    GPTR float* rayHalf;
 };
 
 DEVICE bool project_ewa(const Cam& cam, const Geom& g, u32 i, const Out& o)
@@ -276,6 +277,29 @@ DEVICE bool ray_footprint(const Cam& cam, const Geom& g, float r2, u32 i, const 
     return set_rect(cam, cx.hi, cy.hi, ex.hi, ey.hi, o.rect + i * 4);
 }
 
+// ray_half is prep's rayHalf (the GPU runs pinhole cameras only): the half-plane a·px + b·py
+// + c > 0 of the pixels whose ray has its closest approach to the splat behind the camera,
+// from h = Aᵀu and g = R·h, with the margin τ = 10⁻⁴·|u|·‖A‖·dmax (see there).
+DEVICE void ray_half(const Cam& cam, const float* a, const float* u, GPTR float* out)
+{
+    float h[3], g[3];
+    float aa = 0.0f;
+    for (int j = 0; j < 3; j++) {
+        h[j] = (mul_rn(a[j], u[0]) + mul_rn(a[3 + j], u[1])) + mul_rn(a[6 + j], u[2]);
+        aa = ((aa + mul_rn(a[j * 3], a[j * 3])) + mul_rn(a[j * 3 + 1], a[j * 3 + 1])) + mul_rn(a[j * 3 + 2], a[j * 3 + 2]);
+    }
+    for (int r = 0; r < 3; r++) g[r] = (mul_rn(cam.R[r * 3], h[0]) + mul_rn(cam.R[r * 3 + 1], h[1])) + mul_rn(cam.R[r * 3 + 2], h[2]);
+    float uu = (mul_rn(u[0], u[0]) + mul_rn(u[1], u[1])) + mul_rn(u[2], u[2]);
+    float xm = gmaxf(cam.cx, (float)cam.W - cam.cx) / cam.fx;
+    float ym = gmaxf(cam.cy, (float)cam.H - cam.cy) / cam.fy;
+    float dmax2 = (mul_rn(xm, xm) + mul_rn(ym, ym)) + 1.0f;
+    float tau = mul_rn(1e-4f, sqrtd(mul_rn(mul_rn(uu, aa), dmax2)));
+    float ga = g[0] / cam.fx, gb = g[1] / cam.fy;
+    out[0] = ga;
+    out[1] = gb;
+    out[2] = ((g[2] - mul_rn(ga, cam.cx)) - mul_rn(gb, cam.cy)) - tau;
+}
+
 DEVICE bool project_ray(const Cam& cam, const Geom& g, u32 i, const Out& o)
 {
     float opac = g.opac0;
@@ -294,6 +318,7 @@ DEVICE bool project_ray(const Cam& cam, const Geom& g, u32 i, const Out& o)
     float z = g.p[2];
     o.mean2d[i * 2] = mul_rn(cam.fx, g.p[0] / z) + cam.cx;
     o.mean2d[i * 2 + 1] = mul_rn(cam.fy, g.p[1] / z) + cam.cy;
+    ray_half(cam, a, u, o.rayHalf + i * 3);
     float r2 = mul_rn(2.0f, logd(opac / amin));
     return ray_footprint(cam, g, r2, i, o);
 }
@@ -305,7 +330,7 @@ DEVICE void project_body(Thr th, project_args a)
     u32 i = th.bid * th.bdim + th.tid;
     bool ok = false;
     if (i < n) {
-        Out o = {a.opacity, a.mean2d, a.conic, a.rayU, a.rayA, a.boundCenter, a.boundQ, a.rect, a.radius};
+        Out o = {a.opacity, a.mean2d, a.conic, a.rayU, a.rayA, a.boundCenter, a.boundQ, a.rect, a.radius, a.rayHalf};
         float sigmaScale = cam.model == MODEL_RAY ? cam.radiusScale : 1.0f;
         Geom g;
         load_geom(cam, a.params, n, i, sigmaScale, g);

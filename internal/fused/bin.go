@@ -26,13 +26,13 @@ func (e *Engine) bin(cam *camera.Camera, shDegree int) error {
 	ro := abi.B(e.readoutBuf)
 	if err := e.k.BinCount(gpu.BlocksFor(uint32(n+1), 256), gpu.Dim3{256}, abi.BinCountArgs{
 		Cam: cb, Valid: abi.B(e.valid), BoundCenter: abi.B(e.boundCenter), BoundQ: abi.B(e.boundQ), Rect: abi.B(e.rect),
-		Conic: conic, BigArea: int32(e.bigArea), Counts: abi.B(e.counts), Readout: ro, BigList: abi.B(e.bigList),
+		RayHalf: abi.B(e.or(e.rayHalf)), Conic: conic, BigArea: int32(e.bigArea), Counts: abi.B(e.counts), Readout: ro, BigList: abi.B(e.bigList),
 		HitMask: abi.B(e.hitMask), Flags: abi.B(e.visFlags), BigOff: abi.B(e.bigOff), BitsCap: uint32(e.bitsCap())}); err != nil {
 		return err
 	}
 	big := bigGrid(n)
 	if err := e.k.BinCountBig(big, gpu.Dim3{256}, abi.BinCountBigArgs{
-		Cam: cb, BoundCenter: abi.B(e.boundCenter), BoundQ: abi.B(e.boundQ), Rect: abi.B(e.rect), Conic: conic,
+		Cam: cb, BoundCenter: abi.B(e.boundCenter), BoundQ: abi.B(e.boundQ), Rect: abi.B(e.rect), RayHalf: abi.B(e.or(e.rayHalf)), Conic: conic,
 		Readout: ro, BigList: abi.B(e.bigList), Counts: abi.B(e.counts), BigOff: abi.B(e.bigOff), BigBits: abi.B(e.bigBits)}); err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func (e *Engine) bin(cam *camera.Camera, shDegree int) error {
 		return err
 	}
 	return e.k.BinEmitBig(big, gpu.Dim3{256}, abi.BinEmitBigArgs{
-		Cam: cb, BoundCenter: abi.B(e.boundCenter), BoundQ: abi.B(e.boundQ), Rect: abi.B(e.rect), Conic: conic,
+		Cam: cb, BoundCenter: abi.B(e.boundCenter), BoundQ: abi.B(e.boundQ), Rect: abi.B(e.rect), RayHalf: abi.B(e.or(e.rayHalf)), Conic: conic,
 		Ranked: abi.B(e.ranked), RankOf: abi.B(e.rankOf), Readout: ro, BigList: abi.B(e.bigList), Keys: abi.B(e.keys),
 		Ids: abi.B(e.ids), BigOff: abi.B(e.bigOff), BigBits: abi.B(e.bigBits)})
 }

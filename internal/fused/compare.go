@@ -533,7 +533,8 @@ func (r *rows) projection(want *prep.Projected, n int) {
 		{"bound Q", fe.boundQ, 3, want.BoundQ}, {"radius", fe.radius, 1, want.Radius},
 	}
 	if want.Model == prep.Ray {
-		fields = append(fields, field{"rayU", fe.rayU, 3, want.RayU}, field{"rayA", fe.rayA, 9, want.RayA})
+		fields = append(fields, field{"rayU", fe.rayU, 3, want.RayU}, field{"rayA", fe.rayA, 9, want.RayA},
+			field{"ray half-plane", fe.rayHalf, 3, want.RayHalf})
 	} else {
 		fields = append(fields, field{"conic", fe.conic, 3, want.Conic})
 	}
@@ -609,7 +610,7 @@ func (r *rows) lists(name string, want *prep.TileLists, entries int) {
 // poison fills every buffer a step writes (not the parameters, moments or statistics) with
 // 0xFF bytes: NaN for floats, 2³²−1 for words, so that anything a stage fails to write shows.
 func (e *Engine) poison() error {
-	for _, b := range []gpu.Buffer{e.grads, e.valid, e.depth, e.opacity, e.color, e.mean2d, e.conic, e.rayU, e.rayA,
+	for _, b := range []gpu.Buffer{e.grads, e.valid, e.depth, e.opacity, e.color, e.mean2d, e.conic, e.rayU, e.rayA, e.rayHalf,
 		e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.counts, e.visFlags, e.depthKeys, e.order, e.depthKeysTmp, e.orderTmp, e.ranked, e.rankOf,
 		e.hitMask, e.bigOff, e.bigBits, e.keys, e.ids, e.keysTmp, e.idsTmp,
 		e.hist, e.tileOffsets, e.image, e.finalT, e.count, e.dImage, e.rays, e.dmap,

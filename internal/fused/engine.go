@@ -46,6 +46,7 @@ type Engine struct {
 	// Per splat. The packed buffers hold 59·n floats in the layout of shaders/common.h.
 	params, grads, adamM, adamV                             gpu.Buffer
 	valid, depth, opacity, color, mean2d, conic, rayU, rayA gpu.Buffer
+	rayHalf                                                 gpu.Buffer // ray model: prep's RayHalf, for bin
 	boundCenter, boundQ, rect, radius                       gpu.Buffer
 	pg                                                      gpu.Buffer // [pgFloats·capN]
 	grad2d, statAccum, statCount, statMaxRadius, counts     gpu.Buffer
@@ -347,7 +348,10 @@ func (e *Engine) growSplats(n int) error {
 		}{&e.rayU, 3}, struct {
 			b     *gpu.Buffer
 			width int
-		}{&e.rayA, 9})
+		}{&e.rayA, 9}, struct {
+			b     *gpu.Buffer
+			width int
+		}{&e.rayHalf, 3})
 	}
 	for _, x := range bufs {
 		if err := e.ensure(x.b, c*x.width*f); err != nil {
@@ -788,7 +792,7 @@ func (e *Engine) release() error {
 	}
 	e.targets = nil
 	bufs := []gpu.Buffer{e.params, e.grads, e.adamM, e.adamV, e.valid, e.depth, e.opacity, e.color, e.mean2d,
-		e.conic, e.rayU, e.rayA, e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.bigList, e.bigOff, e.bigBits, e.editSrc, e.statAccum,
+		e.conic, e.rayU, e.rayA, e.rayHalf, e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.bigList, e.bigOff, e.bigBits, e.editSrc, e.statAccum,
 		e.statCount, e.statMaxRadius, e.counts, e.visFlags, e.depthKeys, e.order, e.depthKeysTmp, e.orderTmp, e.ranked, e.rankOf, e.hitMask, e.keys, e.ids, e.keysTmp, e.idsTmp, e.hist, e.tileOffsets,
 		e.tileWalk, e.chunkStart, e.chunkTile, e.chunkState,
 		e.image, e.finalT, e.count, e.dImage, e.rays, e.dmap, e.partAbs, e.partSq, e.partSSIM,

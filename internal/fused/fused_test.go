@@ -708,3 +708,47 @@ func TestPipelinedStepsMatchSteps(t *testing.T) {
 		})
 	}
 }
+
+// TestRayHalfPlaneParity: splats all around the camera, many straddling its plane (the ray
+// model's footprint is then the whole image), where the half-plane cut of prep.TileAhead drops
+// tiles: the device's lists must drop the same ones, and every stage agree.
+func TestRayHalfPlaneParity(t *testing.T) {
+	dev, emu := testDevice(t)
+	n, w, h := 3000, 128, 96
+	if emu {
+		n, w, h = 400, 48, 40
+	}
+	rng := rand.New(rand.NewPCG(seedEdit, 9))
+	g := randomScene(rng, n, 0.15)
+	for i := 0; i < g.Len(); i++ {
+		g.Means[i*3+2] = float32(rng.NormFloat64()*0.5) + 1.0
+		g.OpacityLogits[i] = float32(2 + rng.Float64())
+	}
+	cam := lookAt([3]float64{0, 0, 1.2}, w, h)
+	v := &engine.View{Camera: cam, Target: randomImage(rng, w, h)}
+	set := engine.DefaultSettings()
+	set.Render, set.Workers = prep.Ray, 2
+	// The scene must exercise the cut: the host's lists with it are shorter than without.
+	ps := set.Prep(1)
+	pc := prep.NewCam[float32](&cam)
+	pr := prep.NewProjected[float32](prep.Ray, g.Len())
+	prep.Project(pc, &ps, g, pr, 2)
+	var with, without prep.Binner
+	var lw, lo prep.TileLists
+	if err := prep.Emit(&with, pr, w, h, set.TileSize, true, 2); err != nil {
+		t.Fatal(err)
+	}
+	with.SortInto(&lw)
+	for i := 0; i < pr.N; i++ {
+		pr.RayHalf[i*3], pr.RayHalf[i*3+1], pr.RayHalf[i*3+2] = 0, 0, -1
+	}
+	if err := prep.Emit(&without, pr, w, h, set.TileSize, true, 2); err != nil {
+		t.Fatal(err)
+	}
+	without.SortInto(&lo)
+	if len(lw.IDs) >= len(lo.IDs) {
+		t.Fatalf("the half-plane cut drops nothing on this scene (%d entries with it, %d without)", len(lw.IDs), len(lo.IDs))
+	}
+	t.Logf("the half-plane cut keeps %d of %d entries", len(lw.IDs), len(lo.IDs))
+	checkStep(t, dev, set, g, v, engine.StepOptions{SHDegree: 1, LR: testLR(), AccumulateStats: true, WantImage: true}, false)
+}

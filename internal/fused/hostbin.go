@@ -95,7 +95,10 @@ func (e *Engine) uploadProjected(pr *prep.Projected) error {
 		}{e.rayU, pr.RayU}, struct {
 			dst gpu.Buffer
 			src []float32
-		}{e.rayA, pr.RayA})
+		}{e.rayA, pr.RayA}, struct {
+			dst gpu.Buffer
+			src []float32
+		}{e.rayHalf, pr.RayHalf})
 	}
 	for _, f := range fields {
 		if err := gpu.UploadF32(e.dev, f.dst, f.src); err != nil {

@@ -13,7 +13,7 @@ func (e *Engine) project(cam *camera.Camera, shDegree int) error {
 	return e.k.Project(gpu.BlocksFor(n, 256), gpu.Dim3{256}, abi.ProjectArgs{
 		Cam: camArgs(cam, &e.set, shDegree, e.n), Params: abi.B(e.params), Valid: abi.B(e.valid), Depth: abi.B(e.depth),
 		Opacity: abi.B(e.opacity), Color: abi.B(e.color), Mean2d: abi.B(e.mean2d), Conic: abi.B(e.conic),
-		RayU: abi.B(e.or(e.rayU)), RayA: abi.B(e.or(e.rayA)), BoundCenter: abi.B(e.boundCenter), BoundQ: abi.B(e.boundQ),
+		RayU: abi.B(e.or(e.rayU)), RayA: abi.B(e.or(e.rayA)), RayHalf: abi.B(e.or(e.rayHalf)), BoundCenter: abi.B(e.boundCenter), BoundQ: abi.B(e.boundQ),
 		Rect: abi.B(e.rect), Radius: abi.B(e.radius), Readout: abi.B(e.readoutBuf)})
 }
 

@@ -55,6 +55,23 @@ type Binner struct {
 // Measured against the float64 test of the same float32 inputs
 // (TestTileHitFloat32IsConservative): no tile missing; extra tiles 0.0001% of
 // those around typical ellipses, 0.03% for axis ratios to 10⁻³, 0.5% to 10⁻⁵.
+// TileAhead says whether a pixel centre of the tile with pixel columns [px0, px1) and rows
+// [py0, py1) lies where a·px + b·py + c ≤ 0: the ray model's RayHalf, outside which the
+// rasterizer skips the splat. The form is linear, so the four corner centres decide; a NaN
+// keeps the tile.
+func TileAhead[F splat.Float](a, b, c F, px0, py0, px1, py1 int) bool {
+	x0, x1 := F(px0)+0.5, F(px1)-0.5
+	y0, y1 := F(py0)+0.5, F(py1)-0.5
+	for _, x := range [2]F{x0, x1} {
+		for _, y := range [2]F{y0, y1} {
+			if !((F(a*x)+F(b*y))+c > 0) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func TileHit[F splat.Float](cx, cy, qa, qb, qc F, px0, py0, px1, py1 int) bool {
 	if qa == 0 && qb == 0 && qc == 0 {
 		return true
@@ -269,11 +286,20 @@ func appendTiles[F splat.Float](p *ProjectedOf[F], i, w, h, ts, tilesX int, coni
 	r := p.Rect[i*4 : i*4+4]
 	cx, cy := p.BoundCenter[i*2], p.BoundCenter[i*2+1]
 	qa, qb, qc := p.BoundQ[i*3], p.BoundQ[i*3+1], p.BoundQ[i*3+2]
+	ray := conic && p.Model == Ray
+	var ha, hb, hc F
+	if ray {
+		ha, hb, hc = p.RayHalf[i*3], p.RayHalf[i*3+1], p.RayHalf[i*3+2]
+	}
 	depth := uint64(DepthBits(float32(p.Depth[i])))
 	for ty := int(r[1]); ty < int(r[3]); ty++ {
 		py0, py1 := ty*ts, min((ty+1)*ts, h)
 		for tx := int(r[0]); tx < int(r[2]); tx++ {
-			if conic && !TileHit(cx, cy, qa, qb, qc, tx*ts, py0, min((tx+1)*ts, w), py1) {
+			px1 := min((tx+1)*ts, w)
+			if conic && !TileHit(cx, cy, qa, qb, qc, tx*ts, py0, px1, py1) {
+				continue
+			}
+			if ray && !TileAhead(ha, hb, hc, tx*ts, py0, px1, py1) {
 				continue
 			}
 			keys = append(keys, uint64(ty*tilesX+tx)<<32|depth)

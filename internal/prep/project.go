@@ -368,8 +368,40 @@ func projectRay[F splat.Float](cam *Cam[F], set *Settings, st *splatGeom[F], i i
 	z := st.p[2]
 	mx, my := cam.pixel(st.p[0]/z, st.p[1]/z)
 	out.Mean2D[i*2], out.Mean2D[i*2+1] = mx, my
+	rayHalf(cam, &a, u, i, out)
 	r2 := 2 * log(opac/amin)
 	return rayFootprint(cam, set, st, r2, i, out)
+}
+
+// rayHalf writes splat i's RayHalf. With h = Aᵀu, a pixel's u·v = h·d for its world direction
+// d, and under a pinhole d is a positive multiple of Rᵀ·(xn, yn, 1) with xn = (px − cx)/fx,
+// yn = (py − cy)/fy: u·v has the sign of g·(xn, yn, 1), g = R·h. That is linear in the pixel,
+// so a tile is wholly on the skipped side when its four corner pixel centres are. The margin
+// τ = 10⁻⁴·|u|·‖A‖·dmax (dmax the longest (xn, yn, 1) of the image) is far above the
+// rasterizer's rounding of u·v (a few 2⁻²⁴ of |u|·‖A‖·|d|) and this test's own. Every product
+// is rounded on its own (F(…)), as the kernel twin (project.cu's ray_half) computes it.
+func rayHalf[F splat.Float](cam *Cam[F], a *mat3[F], u vec3[F], i int, out *ProjectedOf[F]) {
+	if !cam.Dist.IsPinhole() {
+		out.RayHalf[i*3], out.RayHalf[i*3+1], out.RayHalf[i*3+2] = 0, 0, -1
+		return
+	}
+	var h, g vec3[F]
+	var aa F
+	for j := 0; j < 3; j++ {
+		h[j] = (F(a[0][j]*u[0]) + F(a[1][j]*u[1])) + F(a[2][j]*u[2])
+		aa = ((aa + F(a[j][0]*a[j][0])) + F(a[j][1]*a[j][1])) + F(a[j][2]*a[j][2])
+	}
+	for r := 0; r < 3; r++ {
+		g[r] = (F(cam.R[r][0]*h[0]) + F(cam.R[r][1]*h[1])) + F(cam.R[r][2]*h[2])
+	}
+	uu := (F(u[0]*u[0]) + F(u[1]*u[1])) + F(u[2]*u[2])
+	xm := max(cam.Cx, F(cam.W)-cam.Cx) / cam.Fx
+	ym := max(cam.Cy, F(cam.H)-cam.Cy) / cam.Fy
+	dmax2 := (F(xm*xm) + F(ym*ym)) + 1
+	tau := F(F(1e-4) * sqrt(F(F(uu*aa)*dmax2)))
+	ga, gb := g[0]/cam.Fx, g[1]/cam.Fy
+	out.RayHalf[i*3], out.RayHalf[i*3+1] = ga, gb
+	out.RayHalf[i*3+2] = ((g[2] - F(ga*cam.Cx)) - F(gb*cam.Cy)) - tau
 }
 
 // pixel maps normalised camera coordinates to pixels through the lens.

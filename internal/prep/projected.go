@@ -55,6 +55,11 @@ type ProjectedOf[F splat.Float] struct {
 	// when u·v < 0, else 0.
 	RayU []F // [N,3]
 	RayA []F // [N,9]
+	// RayHalf is the ray model's half-plane (a, b, c) in pixels: where a·px + b·py + c > 0 the
+	// pixel's ray has its closest approach to the splat behind the camera (u·v ≥ 0, which the
+	// rasterizer skips), with a margin far above the rounding of the rasterizer's u·v; binning
+	// drops the tiles whose pixel centres all lie there (TileAhead). (0, 0, −1) drops none.
+	RayHalf []F // [N,3]
 
 	// Footprint for binning: a pixel position p lies inside iff
 	// (p − BoundCenter)ᵀ·Q·(p − BoundCenter) ≤ 1 with Q = [[qa, qb], [qb, qc]] = BoundQ.
@@ -87,6 +92,7 @@ func (p *ProjectedOf[F]) Resize(n int) {
 	if p.Model == Ray {
 		p.RayU = resize(p.RayU, n*3)
 		p.RayA = resize(p.RayA, n*9)
+		p.RayHalf = resize(p.RayHalf, n*3)
 	}
 	p.BoundCenter = resize(p.BoundCenter, n*2)
 	p.BoundQ = resize(p.BoundQ, n*3)

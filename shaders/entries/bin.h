@@ -12,6 +12,7 @@ struct bin_count_args {
     const GPTR float* boundCenter;
     const GPTR float* boundQ;
     const GPTR i32* rect;
+    const GPTR float* rayHalf;
     u32 conic;
     i32 bigArea;
     GPTR u32* counts;
@@ -28,6 +29,7 @@ struct bin_count_big_args {
     const GPTR float* boundCenter;
     const GPTR float* boundQ;
     const GPTR i32* rect;
+    const GPTR float* rayHalf;
     u32 conic;
     const GPTR u32* readout;
     const GPTR u32* bigList;
@@ -80,6 +82,7 @@ struct bin_emit_big_args {
     const GPTR float* boundCenter;
     const GPTR float* boundQ;
     const GPTR i32* rect;
+    const GPTR float* rayHalf;
     u32 conic;
     const GPTR u32* ranked;
     const GPTR u32* rankOf;
@@ -101,17 +104,17 @@ DEVICE void bin_emit_big_body(Thr th, bin_emit_big_args a);
 
 #if defined(RLX_BACKEND_CUDA)
 
-extern "C" __global__ void bin_count(Cam cam, const GPTR u32* valid, const GPTR float* boundCenter, const GPTR float* boundQ, const GPTR i32* rect, u32 conic, i32 bigArea, GPTR u32* counts, GPTR u32* readout, GPTR u32* bigList, GPTR u32* hitMask, GPTR u32* flags, GPTR u32* bigOff, u32 bitsCap)
+extern "C" __global__ void bin_count(Cam cam, const GPTR u32* valid, const GPTR float* boundCenter, const GPTR float* boundQ, const GPTR i32* rect, const GPTR float* rayHalf, u32 conic, i32 bigArea, GPTR u32* counts, GPTR u32* readout, GPTR u32* bigList, GPTR u32* hitMask, GPTR u32* flags, GPTR u32* bigOff, u32 bitsCap)
 {
     const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
-    const bin_count_args a = {cam, valid, boundCenter, boundQ, rect, conic, bigArea, counts, readout, bigList, hitMask, flags, bigOff, bitsCap};
+    const bin_count_args a = {cam, valid, boundCenter, boundQ, rect, rayHalf, conic, bigArea, counts, readout, bigList, hitMask, flags, bigOff, bitsCap};
     bin_count_body(th, a);
 }
 
-extern "C" __global__ void bin_count_big(Cam cam, const GPTR float* boundCenter, const GPTR float* boundQ, const GPTR i32* rect, u32 conic, const GPTR u32* readout, const GPTR u32* bigList, GPTR u32* counts, const GPTR u32* bigOff, GPTR u32* bigBits)
+extern "C" __global__ void bin_count_big(Cam cam, const GPTR float* boundCenter, const GPTR float* boundQ, const GPTR i32* rect, const GPTR float* rayHalf, u32 conic, const GPTR u32* readout, const GPTR u32* bigList, GPTR u32* counts, const GPTR u32* bigOff, GPTR u32* bigBits)
 {
     const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
-    const bin_count_big_args a = {cam, boundCenter, boundQ, rect, conic, readout, bigList, counts, bigOff, bigBits};
+    const bin_count_big_args a = {cam, boundCenter, boundQ, rect, rayHalf, conic, readout, bigList, counts, bigOff, bigBits};
     bin_count_big_body(th, a);
 }
 
@@ -143,10 +146,10 @@ extern "C" __global__ void bin_emit(Cam cam, const GPTR u32* valid, const GPTR i
     bin_emit_body(th, a);
 }
 
-extern "C" __global__ void bin_emit_big(Cam cam, const GPTR float* boundCenter, const GPTR float* boundQ, const GPTR i32* rect, u32 conic, const GPTR u32* ranked, const GPTR u32* rankOf, const GPTR u32* readout, const GPTR u32* bigList, GPTR u32* keys, GPTR u32* ids, const GPTR u32* bigOff, const GPTR u32* bigBits)
+extern "C" __global__ void bin_emit_big(Cam cam, const GPTR float* boundCenter, const GPTR float* boundQ, const GPTR i32* rect, const GPTR float* rayHalf, u32 conic, const GPTR u32* ranked, const GPTR u32* rankOf, const GPTR u32* readout, const GPTR u32* bigList, GPTR u32* keys, GPTR u32* ids, const GPTR u32* bigOff, const GPTR u32* bigBits)
 {
     const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
-    const bin_emit_big_args a = {cam, boundCenter, boundQ, rect, conic, ranked, rankOf, readout, bigList, keys, ids, bigOff, bigBits};
+    const bin_emit_big_args a = {cam, boundCenter, boundQ, rect, rayHalf, conic, ranked, rankOf, readout, bigList, keys, ids, bigOff, bigBits};
     bin_emit_big_body(th, a);
 }
 
@@ -157,15 +160,16 @@ kernel void bin_count(constant Cam& cam [[buffer(0)]],
     device const float* boundCenter [[buffer(2)]],
     device const float* boundQ [[buffer(3)]],
     device const i32* rect [[buffer(4)]],
-    constant u32& conic [[buffer(5)]],
-    constant i32& bigArea [[buffer(6)]],
-    device u32* counts [[buffer(7)]],
-    device u32* readout [[buffer(8)]],
-    device u32* bigList [[buffer(9)]],
-    device u32* hitMask [[buffer(10)]],
-    device u32* flags [[buffer(11)]],
-    device u32* bigOff [[buffer(12)]],
-    constant u32& bitsCap [[buffer(13)]],
+    device const float* rayHalf [[buffer(5)]],
+    constant u32& conic [[buffer(6)]],
+    constant i32& bigArea [[buffer(7)]],
+    device u32* counts [[buffer(8)]],
+    device u32* readout [[buffer(9)]],
+    device u32* bigList [[buffer(10)]],
+    device u32* hitMask [[buffer(11)]],
+    device u32* flags [[buffer(12)]],
+    device u32* bigOff [[buffer(13)]],
+    constant u32& bitsCap [[buffer(14)]],
     uint rlx_tid [[thread_position_in_threadgroup]],
     uint rlx_bid [[threadgroup_position_in_grid]],
     uint rlx_bdim [[threads_per_threadgroup]],
@@ -174,7 +178,7 @@ kernel void bin_count(constant Cam& cam [[buffer(0)]],
     uint rlx_warp [[simdgroup_index_in_threadgroup]])
 {
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
-    const bin_count_args a = {rlx_copy(cam), valid, boundCenter, boundQ, rect, conic, bigArea, counts, readout, bigList, hitMask, flags, bigOff, bitsCap};
+    const bin_count_args a = {rlx_copy(cam), valid, boundCenter, boundQ, rect, rayHalf, conic, bigArea, counts, readout, bigList, hitMask, flags, bigOff, bitsCap};
     bin_count_body(th, a);
 }
 
@@ -182,12 +186,13 @@ kernel void bin_count_big(constant Cam& cam [[buffer(0)]],
     device const float* boundCenter [[buffer(1)]],
     device const float* boundQ [[buffer(2)]],
     device const i32* rect [[buffer(3)]],
-    constant u32& conic [[buffer(4)]],
-    device const u32* readout [[buffer(5)]],
-    device const u32* bigList [[buffer(6)]],
-    device u32* counts [[buffer(7)]],
-    device const u32* bigOff [[buffer(8)]],
-    device u32* bigBits [[buffer(9)]],
+    device const float* rayHalf [[buffer(4)]],
+    constant u32& conic [[buffer(5)]],
+    device const u32* readout [[buffer(6)]],
+    device const u32* bigList [[buffer(7)]],
+    device u32* counts [[buffer(8)]],
+    device const u32* bigOff [[buffer(9)]],
+    device u32* bigBits [[buffer(10)]],
     uint rlx_tid [[thread_position_in_threadgroup]],
     uint rlx_bid [[threadgroup_position_in_grid]],
     uint rlx_bdim [[threads_per_threadgroup]],
@@ -196,7 +201,7 @@ kernel void bin_count_big(constant Cam& cam [[buffer(0)]],
     uint rlx_warp [[simdgroup_index_in_threadgroup]])
 {
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
-    const bin_count_big_args a = {rlx_copy(cam), boundCenter, boundQ, rect, conic, readout, bigList, counts, bigOff, bigBits};
+    const bin_count_big_args a = {rlx_copy(cam), boundCenter, boundQ, rect, rayHalf, conic, readout, bigList, counts, bigOff, bigBits};
     bin_count_big_body(th, a);
 }
 
@@ -279,15 +284,16 @@ kernel void bin_emit_big(constant Cam& cam [[buffer(0)]],
     device const float* boundCenter [[buffer(1)]],
     device const float* boundQ [[buffer(2)]],
     device const i32* rect [[buffer(3)]],
-    constant u32& conic [[buffer(4)]],
-    device const u32* ranked [[buffer(5)]],
-    device const u32* rankOf [[buffer(6)]],
-    device const u32* readout [[buffer(7)]],
-    device const u32* bigList [[buffer(8)]],
-    device u32* keys [[buffer(9)]],
-    device u32* ids [[buffer(10)]],
-    device const u32* bigOff [[buffer(11)]],
-    device const u32* bigBits [[buffer(12)]],
+    device const float* rayHalf [[buffer(4)]],
+    constant u32& conic [[buffer(5)]],
+    device const u32* ranked [[buffer(6)]],
+    device const u32* rankOf [[buffer(7)]],
+    device const u32* readout [[buffer(8)]],
+    device const u32* bigList [[buffer(9)]],
+    device u32* keys [[buffer(10)]],
+    device u32* ids [[buffer(11)]],
+    device const u32* bigOff [[buffer(12)]],
+    device const u32* bigBits [[buffer(13)]],
     uint rlx_tid [[thread_position_in_threadgroup]],
     uint rlx_bid [[threadgroup_position_in_grid]],
     uint rlx_bdim [[threads_per_threadgroup]],
@@ -296,7 +302,7 @@ kernel void bin_emit_big(constant Cam& cam [[buffer(0)]],
     uint rlx_warp [[simdgroup_index_in_threadgroup]])
 {
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
-    const bin_emit_big_args a = {rlx_copy(cam), boundCenter, boundQ, rect, conic, ranked, rankOf, readout, bigList, keys, ids, bigOff, bigBits};
+    const bin_emit_big_args a = {rlx_copy(cam), boundCenter, boundQ, rect, rayHalf, conic, ranked, rankOf, readout, bigList, keys, ids, bigOff, bigBits};
     bin_emit_big_body(th, a);
 }
 
@@ -304,7 +310,7 @@ kernel void bin_emit_big(constant Cam& cam [[buffer(0)]],
 
 extern "C" void emu_launch_bin_count(const u32* dims, void** args)
 {
-    const bin_count_args a = {*(Cam const*)args[0], *(const GPTR u32* const*)args[1], *(const GPTR float* const*)args[2], *(const GPTR float* const*)args[3], *(const GPTR i32* const*)args[4], *(u32 const*)args[5], *(i32 const*)args[6], *(GPTR u32* const*)args[7], *(GPTR u32* const*)args[8], *(GPTR u32* const*)args[9], *(GPTR u32* const*)args[10], *(GPTR u32* const*)args[11], *(GPTR u32* const*)args[12], *(u32 const*)args[13]};
+    const bin_count_args a = {*(Cam const*)args[0], *(const GPTR u32* const*)args[1], *(const GPTR float* const*)args[2], *(const GPTR float* const*)args[3], *(const GPTR i32* const*)args[4], *(const GPTR float* const*)args[5], *(u32 const*)args[6], *(i32 const*)args[7], *(GPTR u32* const*)args[8], *(GPTR u32* const*)args[9], *(GPTR u32* const*)args[10], *(GPTR u32* const*)args[11], *(GPTR u32* const*)args[12], *(GPTR u32* const*)args[13], *(u32 const*)args[14]};
     emu::launch_body(dims, [&](Thr th) {
         bin_count_body(th, a);
     });
@@ -312,7 +318,7 @@ extern "C" void emu_launch_bin_count(const u32* dims, void** args)
 
 extern "C" void emu_launch_bin_count_big(const u32* dims, void** args)
 {
-    const bin_count_big_args a = {*(Cam const*)args[0], *(const GPTR float* const*)args[1], *(const GPTR float* const*)args[2], *(const GPTR i32* const*)args[3], *(u32 const*)args[4], *(const GPTR u32* const*)args[5], *(const GPTR u32* const*)args[6], *(GPTR u32* const*)args[7], *(const GPTR u32* const*)args[8], *(GPTR u32* const*)args[9]};
+    const bin_count_big_args a = {*(Cam const*)args[0], *(const GPTR float* const*)args[1], *(const GPTR float* const*)args[2], *(const GPTR i32* const*)args[3], *(const GPTR float* const*)args[4], *(u32 const*)args[5], *(const GPTR u32* const*)args[6], *(const GPTR u32* const*)args[7], *(GPTR u32* const*)args[8], *(const GPTR u32* const*)args[9], *(GPTR u32* const*)args[10]};
     emu::launch_body(dims, [&](Thr th) {
         bin_count_big_body(th, a);
     });
@@ -352,7 +358,7 @@ extern "C" void emu_launch_bin_emit(const u32* dims, void** args)
 
 extern "C" void emu_launch_bin_emit_big(const u32* dims, void** args)
 {
-    const bin_emit_big_args a = {*(Cam const*)args[0], *(const GPTR float* const*)args[1], *(const GPTR float* const*)args[2], *(const GPTR i32* const*)args[3], *(u32 const*)args[4], *(const GPTR u32* const*)args[5], *(const GPTR u32* const*)args[6], *(const GPTR u32* const*)args[7], *(const GPTR u32* const*)args[8], *(GPTR u32* const*)args[9], *(GPTR u32* const*)args[10], *(const GPTR u32* const*)args[11], *(const GPTR u32* const*)args[12]};
+    const bin_emit_big_args a = {*(Cam const*)args[0], *(const GPTR float* const*)args[1], *(const GPTR float* const*)args[2], *(const GPTR i32* const*)args[3], *(const GPTR float* const*)args[4], *(u32 const*)args[5], *(const GPTR u32* const*)args[6], *(const GPTR u32* const*)args[7], *(const GPTR u32* const*)args[8], *(const GPTR u32* const*)args[9], *(GPTR u32* const*)args[10], *(GPTR u32* const*)args[11], *(const GPTR u32* const*)args[12], *(const GPTR u32* const*)args[13]};
     emu::launch_body(dims, [&](Thr th) {
         bin_emit_big_body(th, a);
     });

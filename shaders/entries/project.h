@@ -22,6 +22,7 @@ struct project_args {
     GPTR i32* rect;
     GPTR float* radius;
     GPTR u32* readout;
+    GPTR float* rayHalf;
 };
 
 struct pixel_rays_args {
@@ -34,10 +35,10 @@ DEVICE void pixel_rays_body(Thr th, pixel_rays_args a);
 
 #if defined(RLX_BACKEND_CUDA)
 
-extern "C" __global__ void project(Cam cam, const GPTR float* params, GPTR u32* valid, GPTR float* depth, GPTR float* opacity, GPTR float* color, GPTR float* mean2d, GPTR float* conic, GPTR float* rayU, GPTR float* rayA, GPTR float* boundCenter, GPTR float* boundQ, GPTR i32* rect, GPTR float* radius, GPTR u32* readout)
+extern "C" __global__ void project(Cam cam, const GPTR float* params, GPTR u32* valid, GPTR float* depth, GPTR float* opacity, GPTR float* color, GPTR float* mean2d, GPTR float* conic, GPTR float* rayU, GPTR float* rayA, GPTR float* boundCenter, GPTR float* boundQ, GPTR i32* rect, GPTR float* radius, GPTR u32* readout, GPTR float* rayHalf)
 {
     const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
-    const project_args a = {cam, params, valid, depth, opacity, color, mean2d, conic, rayU, rayA, boundCenter, boundQ, rect, radius, readout};
+    const project_args a = {cam, params, valid, depth, opacity, color, mean2d, conic, rayU, rayA, boundCenter, boundQ, rect, radius, readout, rayHalf};
     project_body(th, a);
 }
 
@@ -65,6 +66,7 @@ kernel void project(constant Cam& cam [[buffer(0)]],
     device i32* rect [[buffer(12)]],
     device float* radius [[buffer(13)]],
     device u32* readout [[buffer(14)]],
+    device float* rayHalf [[buffer(15)]],
     uint rlx_tid [[thread_position_in_threadgroup]],
     uint rlx_bid [[threadgroup_position_in_grid]],
     uint rlx_bdim [[threads_per_threadgroup]],
@@ -73,7 +75,7 @@ kernel void project(constant Cam& cam [[buffer(0)]],
     uint rlx_warp [[simdgroup_index_in_threadgroup]])
 {
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
-    const project_args a = {rlx_copy(cam), params, valid, depth, opacity, color, mean2d, conic, rayU, rayA, boundCenter, boundQ, rect, radius, readout};
+    const project_args a = {rlx_copy(cam), params, valid, depth, opacity, color, mean2d, conic, rayU, rayA, boundCenter, boundQ, rect, radius, readout, rayHalf};
     project_body(th, a);
 }
 
@@ -95,7 +97,7 @@ kernel void pixel_rays(constant RayCam& cam [[buffer(0)]],
 
 extern "C" void emu_launch_project(const u32* dims, void** args)
 {
-    const project_args a = {*(Cam const*)args[0], *(const GPTR float* const*)args[1], *(GPTR u32* const*)args[2], *(GPTR float* const*)args[3], *(GPTR float* const*)args[4], *(GPTR float* const*)args[5], *(GPTR float* const*)args[6], *(GPTR float* const*)args[7], *(GPTR float* const*)args[8], *(GPTR float* const*)args[9], *(GPTR float* const*)args[10], *(GPTR float* const*)args[11], *(GPTR i32* const*)args[12], *(GPTR float* const*)args[13], *(GPTR u32* const*)args[14]};
+    const project_args a = {*(Cam const*)args[0], *(const GPTR float* const*)args[1], *(GPTR u32* const*)args[2], *(GPTR float* const*)args[3], *(GPTR float* const*)args[4], *(GPTR float* const*)args[5], *(GPTR float* const*)args[6], *(GPTR float* const*)args[7], *(GPTR float* const*)args[8], *(GPTR float* const*)args[9], *(GPTR float* const*)args[10], *(GPTR float* const*)args[11], *(GPTR i32* const*)args[12], *(GPTR float* const*)args[13], *(GPTR u32* const*)args[14], *(GPTR float* const*)args[15]};
     emu::launch_body(dims, [&](Thr th) {
         project_body(th, a);
     });

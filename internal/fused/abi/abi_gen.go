@@ -314,6 +314,7 @@ type ProjectArgs struct {
 	Rect        Buf // written: i32
 	Radius      Buf // written: f32
 	Readout     Buf // written: u32
+	RayHalf     Buf // written: f32
 }
 
 // PixelRaysArgs are the parameters of pixel_rays (shaders/project.cu), in the kernel's order.
@@ -329,6 +330,7 @@ type BinCountArgs struct {
 	BoundCenter Buf // read: f32
 	BoundQ      Buf // read: f32
 	Rect        Buf // read: i32
+	RayHalf     Buf // read: f32
 	Conic       uint32
 	BigArea     int32
 	Counts      Buf // written: u32
@@ -346,6 +348,7 @@ type BinCountBigArgs struct {
 	BoundCenter Buf // read: f32
 	BoundQ      Buf // read: f32
 	Rect        Buf // read: i32
+	RayHalf     Buf // read: f32
 	Conic       uint32
 	Readout     Buf // read: u32
 	BigList     Buf // read: u32
@@ -403,6 +406,7 @@ type BinEmitBigArgs struct {
 	BoundCenter Buf // read: f32
 	BoundQ      Buf // read: f32
 	Rect        Buf // read: i32
+	RayHalf     Buf // read: f32
 	Conic       uint32
 	Ranked      Buf // read: u32
 	RankOf      Buf // read: u32
@@ -756,7 +760,7 @@ func (k *EngineKernels) SetDevice(dev gpu.Device) { k.dev = dev }
 
 // Project launches project (shaders/project.cu) on a grid of grid blocks of block threads.
 func (k *EngineKernels) Project(grid, block gpu.Dim3, a ProjectArgs) error {
-	l := newLaunch("project", grid, block, 0, 0, 15)
+	l := newLaunch("project", grid, block, 0, 0, 16)
 	l.bytes(a.Cam.Bytes())
 	l.buf("params", a.Params, 4)
 	l.buf("valid", a.Valid, 4)
@@ -772,6 +776,7 @@ func (k *EngineKernels) Project(grid, block gpu.Dim3, a ProjectArgs) error {
 	l.buf("rect", a.Rect, 4)
 	l.buf("radius", a.Radius, 4)
 	l.buf("readout", a.Readout, 4)
+	l.buf("rayHalf", a.RayHalf, 4)
 	return l.run(k.dev, k.project)
 }
 
@@ -785,12 +790,13 @@ func (k *EngineKernels) PixelRays(grid, block gpu.Dim3, a PixelRaysArgs) error {
 
 // BinCount launches bin_count (shaders/bin.cu) on a grid of grid blocks of block threads.
 func (k *EngineKernels) BinCount(grid, block gpu.Dim3, a BinCountArgs) error {
-	l := newLaunch("bin_count", grid, block, 0, 0, 14)
+	l := newLaunch("bin_count", grid, block, 0, 0, 15)
 	l.bytes(a.Cam.Bytes())
 	l.buf("valid", a.Valid, 4)
 	l.buf("boundCenter", a.BoundCenter, 4)
 	l.buf("boundQ", a.BoundQ, 4)
 	l.buf("rect", a.Rect, 4)
+	l.buf("rayHalf", a.RayHalf, 4)
 	l.u32(a.Conic)
 	l.i32(a.BigArea)
 	l.buf("counts", a.Counts, 4)
@@ -805,11 +811,12 @@ func (k *EngineKernels) BinCount(grid, block gpu.Dim3, a BinCountArgs) error {
 
 // BinCountBig launches bin_count_big (shaders/bin.cu) on a grid of grid blocks of block threads.
 func (k *EngineKernels) BinCountBig(grid, block gpu.Dim3, a BinCountBigArgs) error {
-	l := newLaunch("bin_count_big", grid, block, 0, 0, 10)
+	l := newLaunch("bin_count_big", grid, block, 0, 0, 11)
 	l.bytes(a.Cam.Bytes())
 	l.buf("boundCenter", a.BoundCenter, 4)
 	l.buf("boundQ", a.BoundQ, 4)
 	l.buf("rect", a.Rect, 4)
+	l.buf("rayHalf", a.RayHalf, 4)
 	l.u32(a.Conic)
 	l.buf("readout", a.Readout, 4)
 	l.buf("bigList", a.BigList, 4)
@@ -872,11 +879,12 @@ func (k *EngineKernels) BinEmit(grid, block gpu.Dim3, a BinEmitArgs) error {
 
 // BinEmitBig launches bin_emit_big (shaders/bin.cu) on a grid of grid blocks of block threads.
 func (k *EngineKernels) BinEmitBig(grid, block gpu.Dim3, a BinEmitBigArgs) error {
-	l := newLaunch("bin_emit_big", grid, block, 0, 0, 13)
+	l := newLaunch("bin_emit_big", grid, block, 0, 0, 14)
 	l.bytes(a.Cam.Bytes())
 	l.buf("boundCenter", a.BoundCenter, 4)
 	l.buf("boundQ", a.BoundQ, 4)
 	l.buf("rect", a.Rect, 4)
+	l.buf("rayHalf", a.RayHalf, 4)
 	l.u32(a.Conic)
 	l.buf("ranked", a.Ranked, 4)
 	l.buf("rankOf", a.RankOf, 4)
@@ -1290,15 +1298,15 @@ func (k *CeilingKernels) CeilingFma(grid, block gpu.Dim3, a CeilingFmaArgs) erro
 
 // Kernels describes every entry point, for budgets and tests.
 var Kernels = []KernelInfo{
-	{Name: "project", Unit: "project.cu", Params: 15, InlineBytes: 252, SharedBytes: 0, Block: 0, MaxThreads: 0},
+	{Name: "project", Unit: "project.cu", Params: 16, InlineBytes: 260, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "pixel_rays", Unit: "project.cu", Params: 2, InlineBytes: 120, SharedBytes: 0, Block: 0, MaxThreads: 0},
-	{Name: "bin_count", Unit: "bin.cu", Params: 14, InlineBytes: 232, SharedBytes: 0, Block: 0, MaxThreads: 0},
-	{Name: "bin_count_big", Unit: "bin.cu", Params: 10, InlineBytes: 208, SharedBytes: 0, Block: 0, MaxThreads: 0},
+	{Name: "bin_count", Unit: "bin.cu", Params: 15, InlineBytes: 240, SharedBytes: 0, Block: 0, MaxThreads: 0},
+	{Name: "bin_count_big", Unit: "bin.cu", Params: 11, InlineBytes: 216, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "bin_compact", Unit: "bin.cu", Params: 6, InlineBytes: 44, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "bin_rank", Unit: "bin.cu", Params: 6, InlineBytes: 44, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "bin_total", Unit: "bin.cu", Params: 5, InlineBytes: 32, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "bin_emit", Unit: "bin.cu", Params: 10, InlineBytes: 208, SharedBytes: 0, Block: 0, MaxThreads: 0},
-	{Name: "bin_emit_big", Unit: "bin.cu", Params: 13, InlineBytes: 232, SharedBytes: 0, Block: 0, MaxThreads: 0},
+	{Name: "bin_emit_big", Unit: "bin.cu", Params: 14, InlineBytes: 240, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "scan_blocks", Unit: "scan.cu", Params: 4, InlineBytes: 28, SharedBytes: 32, Block: 256, MaxThreads: 0},
 	{Name: "scan_add", Unit: "scan.cu", Params: 3, InlineBytes: 20, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "scan_add_sums", Unit: "scan.cu", Params: 3, InlineBytes: 20, SharedBytes: 32, Block: 256, MaxThreads: 0},

@@ -187,15 +187,16 @@ var Units = []Unit{
 	{Name: "project", Set: "Engine", Kernels: []Kernel{
 		{Name: "project", Params: []Param{val("cam", "Cam"), in("params", F32), out("valid", U32), out("depth", F32),
 			out("opacity", F32), out("color", F32), out("mean2d", F32), out("conic", F32), out("rayU", F32), out("rayA", F32),
-			out("boundCenter", F32), out("boundQ", F32), out("rect", I32), out("radius", F32), out("readout", U32)}},
+			out("boundCenter", F32), out("boundQ", F32), out("rect", I32), out("radius", F32), out("readout", U32),
+			out("rayHalf", F32)}},
 		{Name: "pixel_rays", Params: []Param{val("cam", "RayCam"), out("rays", F32)}},
 	}},
 	{Name: "bin", Set: "Engine", Kernels: []Kernel{
 		{Name: "bin_count", Params: []Param{val("cam", "Cam"), in("valid", U32), in("boundCenter", F32), in("boundQ", F32),
-			in("rect", I32), sc("conic", U32), sc("bigArea", I32), out("counts", U32), out("readout", U32),
+			in("rect", I32), in("rayHalf", F32), sc("conic", U32), sc("bigArea", I32), out("counts", U32), out("readout", U32),
 			out("bigList", U32), out("hitMask", U32), out("flags", U32), out("bigOff", U32), sc("bitsCap", U32)}},
 		{Name: "bin_count_big", Params: []Param{val("cam", "Cam"), in("boundCenter", F32), in("boundQ", F32), in("rect", I32),
-			sc("conic", U32), in("readout", U32), in("bigList", U32), out("counts", U32), in("bigOff", U32), out("bigBits", U32)}},
+			in("rayHalf", F32), sc("conic", U32), in("readout", U32), in("bigList", U32), out("counts", U32), in("bigOff", U32), out("bigBits", U32)}},
 		{Name: "bin_compact", Params: []Param{in("valid", U32), in("depth", F32), in("flags", U32), sc("n", U32),
 			out("dkeys", U32), out("order", U32)}},
 		{Name: "bin_rank", Params: []Param{in("counts", U32), in("order", U32), in("flags", U32), sc("n", U32),
@@ -204,7 +205,7 @@ var Units = []Unit{
 		{Name: "bin_emit", Params: []Param{val("cam", "Cam"), in("valid", U32), in("rect", I32), in("hitMask", U32),
 			in("ranked", U32), in("rankOf", U32), sc("bigArea", I32), in("readout", U32), out("keys", U32), out("ids", U32)}},
 		{Name: "bin_emit_big", Params: []Param{val("cam", "Cam"), in("boundCenter", F32), in("boundQ", F32), in("rect", I32),
-			sc("conic", U32), in("ranked", U32), in("rankOf", U32), in("readout", U32), in("bigList", U32),
+			in("rayHalf", F32), sc("conic", U32), in("ranked", U32), in("rankOf", U32), in("readout", U32), in("bigList", U32),
 			out("keys", U32), out("ids", U32), in("bigOff", U32), in("bigBits", U32)}},
 	}},
 	{Name: "scan", Set: "Engine", Kernels: []Kernel{
