@@ -18,6 +18,7 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/io/dataset"
 	"github.com/rlxsplat/rlxsplat/internal/loss"
 	"github.com/rlxsplat/rlxsplat/internal/prep"
+	"github.com/rlxsplat/rlxsplat/internal/prep/preptest"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
 
@@ -730,25 +731,12 @@ func TestRayHalfPlaneParity(t *testing.T) {
 	set.Render, set.Workers = prep.Ray, 2
 	// The scene must exercise the cut: the host's lists with it are shorter than without.
 	ps := set.Prep(1)
-	pc := prep.NewCam[float32](&cam)
 	pr := prep.NewProjected[float32](prep.Ray, g.Len())
-	prep.Project(pc, &ps, g, pr, 2)
-	var with, without prep.Binner
-	var lw, lo prep.TileLists
-	if err := prep.Emit(&with, pr, w, h, set.TileSize, true, 2); err != nil {
-		t.Fatal(err)
+	prep.Project(prep.NewCam[float32](&cam), &ps, g, pr, 2)
+	with, without := preptest.HalfPlaneEntries(t, pr, w, h, set.TileSize)
+	if with >= without {
+		t.Fatalf("the half-plane cut drops nothing on this scene (%d entries with it, %d without)", with, without)
 	}
-	with.SortInto(&lw)
-	for i := 0; i < pr.N; i++ {
-		pr.RayHalf[i*3], pr.RayHalf[i*3+1], pr.RayHalf[i*3+2] = 0, 0, -1
-	}
-	if err := prep.Emit(&without, pr, w, h, set.TileSize, true, 2); err != nil {
-		t.Fatal(err)
-	}
-	without.SortInto(&lo)
-	if len(lw.IDs) >= len(lo.IDs) {
-		t.Fatalf("the half-plane cut drops nothing on this scene (%d entries with it, %d without)", len(lw.IDs), len(lo.IDs))
-	}
-	t.Logf("the half-plane cut keeps %d of %d entries", len(lw.IDs), len(lo.IDs))
+	t.Logf("the half-plane cut keeps %d of %d entries", with, without)
 	checkStep(t, dev, set, g, v, engine.StepOptions{SHDegree: 1, LR: testLR(), AccumulateStats: true, WantImage: true}, false)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rlxsplat/rlxsplat/internal/engine"
 	"github.com/rlxsplat/rlxsplat/internal/prep"
+	"github.com/rlxsplat/rlxsplat/internal/prep/preptest"
 )
 
 // The ray model's half-plane cut (prep.TileAhead) drops only tiles where every pixel's ray
@@ -72,25 +73,12 @@ func TestRayHalfPlaneCutKeepsTheRender(t *testing.T) {
 	// binning keeps more entries, so the cut is what dropped them.
 	set := engine.DefaultSettings()
 	set.Render = prep.Ray
-	p := NewPipeline[float32](set)
-	p.Cam = prep.NewCam[float32](&cam)
 	ps := set.Prep(1)
-	prep.Project(p.Cam, &ps, g, p.Proj, 1)
-	var with, without prep.Binner
-	var lw, lo prep.TileLists
-	if err := prep.Emit(&with, p.Proj, w, h, set.TileSize, true, 1); err != nil {
-		t.Fatal(err)
+	pr := prep.NewProjected[float32](prep.Ray, g.Len())
+	prep.Project(prep.NewCam[float32](&cam), &ps, g, pr, 1)
+	with, without := preptest.HalfPlaneEntries(t, pr, w, h, set.TileSize)
+	if with >= without {
+		t.Fatalf("the half-plane cut dropped nothing: %d entries with it, %d without", with, without)
 	}
-	with.SortInto(&lw)
-	for i := 0; i < p.Proj.N; i++ {
-		p.Proj.RayHalf[i*3], p.Proj.RayHalf[i*3+1], p.Proj.RayHalf[i*3+2] = 0, 0, -1
-	}
-	if err := prep.Emit(&without, p.Proj, w, h, set.TileSize, true, 1); err != nil {
-		t.Fatal(err)
-	}
-	without.SortInto(&lo)
-	if len(lw.IDs) >= len(lo.IDs) {
-		t.Fatalf("the half-plane cut dropped nothing: %d entries with it, %d without", len(lw.IDs), len(lo.IDs))
-	}
-	t.Logf("entries: box %d, conic without the half-plane %d, with it %d", box.entries, len(lo.IDs), len(lw.IDs))
+	t.Logf("entries: box %d, conic without the half-plane %d, with it %d", box.entries, without, with)
 }
