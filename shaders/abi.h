@@ -107,7 +107,7 @@ struct AdamGroup {
 };
 static_assert(sizeof(AdamGroup) == 16, "struct AdamGroup: 16 bytes on the host");
 
-// AdamP: one Adam step: the six groups, then β1, β2, 1−β1, 1−β2, ε and the splat count.
+// AdamP: one Adam step: the six groups, then β1, β2, 1−β1, 1−β2, ε, the splat count, visible-only, and the MCMC regularisers' coefficients (engine.RegCoeffs; 0 = off).
 struct AdamP {
     AdamGroup g[6];
     float b1;
@@ -117,9 +117,10 @@ struct AdamP {
     float eps;
     u32 n;
     u32 visibleOnly;
-    u32 pad;
+    float co;
+    float cs;
 };
-static_assert(sizeof(AdamP) == 128, "struct AdamP: 128 bytes on the host");
+static_assert(sizeof(AdamP) == 132, "struct AdamP: 132 bytes on the host");
 
 // RayCam: the pinhole camera pixel_rays builds each pixel's ray from, every value a float32 pair hi + lo (prep.RayCam).
 struct RayCam {
@@ -209,7 +210,8 @@ DEVICE AdamP rlx_copy(constant AdamP& s)
     r.eps = s.eps;
     r.n = s.n;
     r.visibleOnly = s.visibleOnly;
-    r.pad = s.pad;
+    r.co = s.co;
+    r.cs = s.cs;
     return r;
 }
 DEVICE RayCam rlx_copy(constant RayCam& s)

@@ -55,3 +55,17 @@ DEVICE u32 adam_group_update(const AdamP& ap, const SPTR float* gtab, u32 grp, f
     AdamGroup gc = {gtab[grp * 3u], gtab[grp * 3u + 1u], gtab[grp * 3u + 2u], 0.0f};
     return adam_update(ap, gc, g, p, m, v);
 }
+
+// adam_grad is the gradient Adam takes for element p of group grp whose loss gradient is g: g
+// plus the MCMC regularisers' (engine.RegularizerGrads, to the bit) when they are on,
+// co·σ(p)(1−σ(p)) for an opacity logit and cs·exp(p) for a log-scale. The regularisers are
+// means over every splat, so every splat Adam updates takes them, in view or not.
+DEVICE float adam_grad(const AdamP& ap, u32 grp, float g, float p)
+{
+    if (grp == 3u && ap.co != 0.0f) {
+        float s = sigmoidd(p);
+        return g + mul_rn(ap.co, mul_rn(s, 1.0f - s));
+    }
+    if (grp == 1u && ap.cs != 0.0f) return g + mul_rn(ap.cs, exp32(p));
+    return g;
+}

@@ -1,11 +1,9 @@
-// mcmc.cu — the per-step terms of the MCMC densifier ("3D Gaussian Splatting as Markov Chain
-// Monte Carlo", Kheradmand et al. 2024, as gsplat runs it), internal/engine's
-// RegularizerGrads and PerturbMeans to the bit: every product through mul_rn, exp32, log32 and
-// the correctly rounded square root and division, in the Go code's order.
+// mcmc.cu — the position noise of the MCMC densifier ("3D Gaussian Splatting as Markov Chain
+// Monte Carlo", Kheradmand et al. 2024, as gsplat runs it), internal/engine's PerturbMeans to
+// the bit: every product through mul_rn, exp32, log32 and the correctly rounded square root and
+// division, in the Go code's order. (Its regularisers' gradients join Adam's: adam.h's
+// adam_grad, engine.RegularizerGrads's twin.)
 //
-// mcmc_reg: one thread per splat i < n, before Adam: the opacity regulariser's gradient
-//   co·σ(1−σ) is added to the logit's, and cs·exp(log s) to each log-scale's (co = opacity_reg/n,
-//   cs = scale_reg/(3n), from the host). params [59·n] f32 (read), grads [59·n] f32.
 // mcmc_noise: one thread per splat i < n, after Adam: mean += Σ·ε·(gate(o)·scale), ε_a =
 //   normal32(normal_key(seed, step, i, a)), gate(o) = σ(100·((1 − o) − 0.995)), Σ = R S Sᵀ Rᵀ
 //   from the normalised quaternion and exp(log s); a splat whose gate·scale is 0 or whose
@@ -13,22 +11,6 @@
 #include "prelude.h"
 #include "common.h"
 #include "entries/mcmc.h"
-
-DEVICE void mcmc_reg_body(Thr th, mcmc_reg_args a)
-{
-    u32 n = a.n, i = th.bid * th.bdim + th.tid;
-    if (i >= n) return;
-    if (a.co != 0.0f) {
-        float s = sigmoidd(a.params[OFF_OPAC(n) + i]);
-        a.grads[OFF_OPAC(n) + i] += mul_rn(a.co, mul_rn(s, 1.0f - s));
-    }
-    if (a.cs != 0.0f) {
-        for (u32 c = 0u; c < 3u; c++) {
-            u32 k = OFF_SCALES(n) + 3u * i + c;
-            a.grads[k] += mul_rn(a.cs, exp32(a.params[k]));
-        }
-    }
-}
 
 DEVICE void mcmc_noise_body(Thr th, mcmc_noise_args a)
 {

@@ -389,7 +389,7 @@ DEVICE u32 adam_own(const project_bwd_adam_args& a, const AdamP& ap, const SPTR 
     }
     u32 bad = 0;
     for (u32 k = k0; k < k1; k++) {
-        bad += adam_group_update(ap, gtab, grp[k], g[k], p[k], m[k], v[k]);
+        bad += adam_group_update(ap, gtab, grp[k], adam_grad(ap, grp[k], g[k], p[k]), p[k], m[k], v[k]);
         a.params[el[k]] = p[k];
         a.m[el[k]] = m[k];
         a.v[el[k]] = v[k];

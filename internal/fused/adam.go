@@ -10,8 +10,9 @@ import (
 )
 
 // adamArgs is struct AdamP for Adam step t: the per-group step sizes and bias corrections in
-// float64, rounded as internal/adam's stepGroup rounds them.
-func adamArgs(s engine.AdamSettings, lr engine.LR, t int64, n int) (abi.AdamP, error) {
+// float64, rounded as internal/adam's stepGroup rounds them, and the coefficients of m's
+// regularisers for n splats.
+func adamArgs(s engine.AdamSettings, lr engine.LR, t int64, n int, m engine.MCMCStep) (abi.AdamP, error) {
 	lrs := [6]float32{lr.Means, lr.LogScales, lr.Quats, lr.Opacity, lr.SHDC, lr.SHRest}
 	b1, b2, eps := float64(s.Beta1), float64(s.Beta2), float64(s.Eps)
 	bc1 := 1 - math.Pow(b1, float64(t))
@@ -32,6 +33,9 @@ func adamArgs(s engine.AdamSettings, lr engine.LR, t int64, n int) (abi.AdamP, e
 	}
 	if s.VisibleOnly {
 		ap.VisibleOnly = 1
+	}
+	if n > 0 {
+		ap.Co, ap.Cs = engine.RegCoeffs(m, n)
 	}
 	return ap, nil
 }

@@ -210,7 +210,7 @@ func TestArgsBytesMatchReference(t *testing.T) {
 				set.Adam.VisibleOnly = step == 2
 				set.Adam.GradClip = float32(step) / 7
 				lr := engine.LR{Means: 1.6e-4, LogScales: 5e-3, Quats: 1e-3, Opacity: 0.05, SHDC: 2.5e-3, SHRest: 1.25e-4}
-				a, err := adamArgs(set.Adam, lr, step, 999)
+				a, err := adamArgs(set.Adam, lr, step, 999, engine.MCMCStep{})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -8,20 +8,6 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 )
 
-// mcmcReg launches mcmc.cu's mcmc_reg: the MCMC regularisers' gradients, added to the loss
-// gradients before Adam (engine.RegularizerGrads). Nothing is launched when both are off.
-func (e *Engine) mcmcReg(m engine.MCMCStep) error {
-	if m.OpacityReg == 0 && m.ScaleReg == 0 {
-		return nil
-	}
-	co, cs := engine.RegCoeffs(m, e.n)
-	if err := e.k.McmcReg(gpu.BlocksFor(uint32(e.n), 256), gpu.Dim3{256}, abi.McmcRegArgs{
-		Params: abi.B(e.params), Grads: abi.B(e.grads), N: uint32(e.n), Co: co, Cs: cs}); err != nil {
-		return fmt.Errorf("fused: %w", err)
-	}
-	return nil
-}
-
 // mcmcNoise launches mcmc.cu's mcmc_noise: the MCMC position noise after Adam
 // (engine.PerturbMeans). Nothing is launched when it is off.
 func (e *Engine) mcmcNoise(m engine.MCMCStep) error {

@@ -164,7 +164,7 @@ func (e *Engine) Submit(v *engine.View, o engine.StepOptions) error {
 	if prev != nil {
 		t++
 	}
-	ap, err := adamArgs(e.set.Adam, o.LR, t, e.n)
+	ap, err := adamArgs(e.set.Adam, o.LR, t, e.n, o.MCMC)
 	if err != nil {
 		return err
 	}
@@ -493,7 +493,7 @@ func (e *Engine) backward(p *pass, target gpu.Buffer, o engine.StepOptions, ap a
 	if err := e.record(6); err != nil {
 		return err
 	}
-	fuse := e.FusesAdam(o.MCMC)
+	fuse := e.FusesAdam()
 	if fuse {
 		if err := e.projectBwdAdam(cam, o.SHDegree, o.AccumulateStats, ap); err != nil {
 			return err
@@ -505,9 +505,6 @@ func (e *Engine) backward(p *pass, target gpu.Buffer, o engine.StepOptions, ap a
 		return err
 	}
 	if !fuse {
-		if err := e.mcmcReg(o.MCMC); err != nil {
-			return err
-		}
 		if err := e.adam(ap); err != nil {
 			return err
 		}
@@ -518,13 +515,10 @@ func (e *Engine) backward(p *pass, target gpu.Buffer, o engine.StepOptions, ap a
 	return e.record(8)
 }
 
-// FusesAdam says whether a step with MCMC terms m runs the parameter backward and Adam as one
-// kernel, project_bwd_adam (its time is then the project_bwd stage's, and the adam stage's is
-// nil): it does unless the MCMC regularisers, whose gradients join the loss's between the two,
-// are on.
-func (e *Engine) FusesAdam(m engine.MCMCStep) bool {
-	return !e.unfusedAdam && m.OpacityReg == 0 && m.ScaleReg == 0
-}
+// FusesAdam says whether steps run the parameter backward and Adam as one kernel,
+// project_bwd_adam (its time is then the project_bwd stage's, and the adam stage's is nil):
+// they do unless Compare or a test asked for the gradients in grads (unfusedAdam).
+func (e *Engine) FusesAdam() bool { return !e.unfusedAdam }
 
 // timings reads the stage times between the recorded events (after the readout, so the
 // events have completed); cpu-conic's host stages are wall times.

@@ -6,14 +6,6 @@
 // declaring the shared variables' types, before the bodies.
 #pragma once
 
-struct mcmc_reg_args {
-    const GPTR float* params;
-    GPTR float* grads;
-    u32 n;
-    float co;
-    float cs;
-};
-
 struct mcmc_noise_args {
     GPTR float* params;
     u32 n;
@@ -23,17 +15,9 @@ struct mcmc_noise_args {
     u32 step;
 };
 
-DEVICE void mcmc_reg_body(Thr th, mcmc_reg_args a);
 DEVICE void mcmc_noise_body(Thr th, mcmc_noise_args a);
 
 #if defined(RLX_BACKEND_CUDA)
-
-extern "C" __global__ void mcmc_reg(const GPTR float* params, GPTR float* grads, u32 n, float co, float cs)
-{
-    const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
-    const mcmc_reg_args a = {params, grads, n, co, cs};
-    mcmc_reg_body(th, a);
-}
 
 extern "C" __global__ void mcmc_noise(GPTR float* params, u32 n, float scale, u32 seedLo, u32 seedHi, u32 step)
 {
@@ -43,23 +27,6 @@ extern "C" __global__ void mcmc_noise(GPTR float* params, u32 n, float scale, u3
 }
 
 #elif defined(RLX_BACKEND_METAL)
-
-kernel void mcmc_reg(device const float* params [[buffer(0)]],
-    device float* grads [[buffer(1)]],
-    constant u32& n [[buffer(2)]],
-    constant float& co [[buffer(3)]],
-    constant float& cs [[buffer(4)]],
-    uint rlx_tid [[thread_position_in_threadgroup]],
-    uint rlx_bid [[threadgroup_position_in_grid]],
-    uint rlx_bdim [[threads_per_threadgroup]],
-    uint rlx_nblocks [[threadgroups_per_grid]],
-    uint rlx_lane [[thread_index_in_simdgroup]],
-    uint rlx_warp [[simdgroup_index_in_threadgroup]])
-{
-    const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
-    const mcmc_reg_args a = {params, grads, n, co, cs};
-    mcmc_reg_body(th, a);
-}
 
 kernel void mcmc_noise(device float* params [[buffer(0)]],
     constant u32& n [[buffer(1)]],
@@ -80,14 +47,6 @@ kernel void mcmc_noise(device float* params [[buffer(0)]],
 }
 
 #elif defined(RLX_BACKEND_EMU)
-
-extern "C" void emu_launch_mcmc_reg(const u32* dims, void** args)
-{
-    const mcmc_reg_args a = {*(const GPTR float* const*)args[0], *(GPTR float* const*)args[1], *(u32 const*)args[2], *(float const*)args[3], *(float const*)args[4]};
-    emu::launch_body(dims, [&](Thr th) {
-        mcmc_reg_body(th, a);
-    });
-}
 
 extern "C" void emu_launch_mcmc_noise(const u32* dims, void** args)
 {

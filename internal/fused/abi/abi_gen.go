@@ -223,7 +223,7 @@ func (s *AdamGroup) put(b []byte) {
 	putF32(b[12:], s.Pad)
 }
 
-// AdamP is struct AdamP of shaders/abi.h: one Adam step: the six groups, then β1, β2, 1−β1, 1−β2, ε and the splat count.
+// AdamP is struct AdamP of shaders/abi.h: one Adam step: the six groups, then β1, β2, 1−β1, 1−β2, ε, the splat count, visible-only, and the MCMC regularisers' coefficients (engine.RegCoeffs; 0 = off).
 type AdamP struct {
 	G           [6]AdamGroup
 	B1          float32
@@ -233,11 +233,12 @@ type AdamP struct {
 	Eps         float32
 	N           uint32
 	VisibleOnly uint32
-	Pad         uint32
+	Co          float32
+	Cs          float32
 }
 
 // AdamPSize is the bytes of struct AdamP.
-const AdamPSize = 128
+const AdamPSize = 132
 
 // Bytes returns s as the kernels read it: little-endian, C layout, padding zero.
 func (s *AdamP) Bytes() []byte {
@@ -257,7 +258,8 @@ func (s *AdamP) put(b []byte) {
 	putF32(b[112:], s.Eps)
 	putU32(b[116:], s.N)
 	putU32(b[120:], s.VisibleOnly)
-	putU32(b[124:], s.Pad)
+	putF32(b[124:], s.Co)
+	putF32(b[128:], s.Cs)
 }
 
 // RayCam is struct RayCam of shaders/abi.h: the pinhole camera pixel_rays builds each pixel's ray from, every value a float32 pair hi + lo (prep.RayCam).
@@ -653,15 +655,6 @@ type ZeroRowsArgs struct {
 	Count uint32
 }
 
-// McmcRegArgs are the parameters of mcmc_reg (shaders/mcmc.cu), in the kernel's order.
-type McmcRegArgs struct {
-	Params Buf // read: f32
-	Grads  Buf // written: f32
-	N      uint32
-	Co     float32
-	Cs     float32
-}
-
 // McmcNoiseArgs are the parameters of mcmc_noise (shaders/mcmc.cu), in the kernel's order.
 type McmcNoiseArgs struct {
 	Params Buf // written: f32
@@ -721,7 +714,6 @@ type EngineKernels struct {
 	gatherRows      gpu.Kernel
 	scatterShapes   gpu.Kernel
 	zeroRows        gpu.Kernel
-	mcmcReg         gpu.Kernel
 	mcmcNoise       gpu.Kernel
 }
 
@@ -741,7 +733,7 @@ func LoadEngineKernels(dev gpu.Device) (*EngineKernels, error) {
 		{"project_bwd.cu", []entry{{"project_bwd", &k.projectBwd}, {"project_bwd_adam", &k.projectBwdAdam}}},
 		{"adam.cu", []entry{{"adam_step", &k.adamStep}, {"opacity_reset", &k.opacityReset}}},
 		{"edit.cu", []entry{{"gather_rows", &k.gatherRows}, {"scatter_shapes", &k.scatterShapes}, {"zero_rows", &k.zeroRows}}},
-		{"mcmc.cu", []entry{{"mcmc_reg", &k.mcmcReg}, {"mcmc_noise", &k.mcmcNoise}}},
+		{"mcmc.cu", []entry{{"mcmc_noise", &k.mcmcNoise}}},
 	}
 	mods, err := loadUnits(dev, units)
 	if err != nil {
@@ -1224,17 +1216,6 @@ func (k *EngineKernels) ZeroRows(grid, block gpu.Dim3, a ZeroRowsArgs) error {
 	return l.run(k.dev, k.zeroRows)
 }
 
-// McmcReg launches mcmc_reg (shaders/mcmc.cu) on a grid of grid blocks of block threads.
-func (k *EngineKernels) McmcReg(grid, block gpu.Dim3, a McmcRegArgs) error {
-	l := newLaunch("mcmc_reg", grid, block, 0, 0, 5)
-	l.buf("params", a.Params, 4)
-	l.buf("grads", a.Grads, 4)
-	l.u32(a.N)
-	l.f32(a.Co)
-	l.f32(a.Cs)
-	return l.run(k.dev, k.mcmcReg)
-}
-
 // McmcNoise launches mcmc_noise (shaders/mcmc.cu) on a grid of grid blocks of block threads.
 func (k *EngineKernels) McmcNoise(grid, block gpu.Dim3, a McmcNoiseArgs) error {
 	l := newLaunch("mcmc_noise", grid, block, 0, 0, 6)
@@ -1322,13 +1303,12 @@ var Kernels = []KernelInfo{
 	{Name: "raster_bwd_ewa", Unit: "raster_bwd.cu", Params: 26, InlineBytes: 244, SharedBytes: 7424, Block: 0, MaxThreads: 256},
 	{Name: "raster_bwd_ray", Unit: "raster_bwd.cu", Params: 26, InlineBytes: 244, SharedBytes: 9472, Block: 0, MaxThreads: 0},
 	{Name: "project_bwd", Unit: "project_bwd.cu", Params: 17, InlineBytes: 264, SharedBytes: 25088, Block: 0, MaxThreads: 128},
-	{Name: "project_bwd_adam", Unit: "project_bwd.cu", Params: 19, InlineBytes: 400, SharedBytes: 25672, Block: 0, MaxThreads: 128},
-	{Name: "adam_step", Unit: "adam.cu", Params: 7, InlineBytes: 176, SharedBytes: 72, Block: 256, MaxThreads: 0},
+	{Name: "project_bwd_adam", Unit: "project_bwd.cu", Params: 19, InlineBytes: 404, SharedBytes: 25672, Block: 0, MaxThreads: 128},
+	{Name: "adam_step", Unit: "adam.cu", Params: 7, InlineBytes: 180, SharedBytes: 72, Block: 256, MaxThreads: 0},
 	{Name: "opacity_reset", Unit: "adam.cu", Params: 3, InlineBytes: 16, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "gather_rows", Unit: "edit.cu", Params: 7, InlineBytes: 40, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "scatter_shapes", Unit: "edit.cu", Params: 6, InlineBytes: 40, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "zero_rows", Unit: "edit.cu", Params: 4, InlineBytes: 24, SharedBytes: 0, Block: 0, MaxThreads: 0},
-	{Name: "mcmc_reg", Unit: "mcmc.cu", Params: 5, InlineBytes: 28, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "mcmc_noise", Unit: "mcmc.cu", Params: 6, InlineBytes: 28, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "ceiling_copy", Unit: "ceiling.cu", Params: 3, InlineBytes: 20, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "ceiling_fma", Unit: "ceiling.cu", Params: 4, InlineBytes: 20, SharedBytes: 0, Block: 0, MaxThreads: 0},
