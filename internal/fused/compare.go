@@ -386,10 +386,11 @@ func (r *rows) relocation(ce *cpu.Engine) error {
 	return nil
 }
 
-// mcmcTerms runs the MCMC step kernels on the CPU engine's parameters (every fourth splat made
-// nearly transparent, so that the opacity gate lets the noise through): mcmc_reg on random
-// gradients against engine.RegularizerGrads, and mcmc_noise against engine.PerturbMeans. Both
-// must give the CPU's bits.
+// mcmcTerms runs the MCMC step's terms on the CPU engine's parameters (every fourth splat made
+// nearly transparent, so that the opacity gate lets the noise through): Adam with the
+// regularisers on random gradients (regularisedAdam) against the CPU optimizer with
+// engine.RegularizerGrads, and mcmc_noise against engine.PerturbMeans. Both must give the
+// CPU's bits.
 func (r *rows) mcmcTerms(ce *cpu.Engine) error {
 	st, err := ce.State()
 	if err != nil {
