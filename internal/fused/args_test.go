@@ -115,7 +115,7 @@ func refRasterBytes(cam *camera.Camera, set *engine.Settings, bg [3]float32) []b
 	return w.b
 }
 
-func refAdamBytes(s engine.AdamSettings, lr engine.LR, t int64, n int) ([]byte, error) {
+func refAdamBytes(s engine.AdamSettings, lr engine.LR, t int64, n int, m engine.MCMCStep) ([]byte, error) {
 	lrs := [6]float32{lr.Means, lr.LogScales, lr.Quats, lr.Opacity, lr.SHDC, lr.SHRest}
 	b1, b2, eps := float64(s.Beta1), float64(s.Beta2), float64(s.Eps)
 	bc1 := 1 - math.Pow(b1, float64(t))
@@ -141,7 +141,8 @@ func refAdamBytes(s engine.AdamSettings, lr engine.LR, t int64, n int) ([]byte, 
 		vis = 1
 	}
 	w.u32(vis)
-	w.u32(0)
+	w.f32(m.OpacityReg / float32(n))
+	w.f32(m.ScaleReg / float32(3*n))
 	return w.b, nil
 }
 
@@ -210,11 +211,15 @@ func TestArgsBytesMatchReference(t *testing.T) {
 				set.Adam.VisibleOnly = step == 2
 				set.Adam.GradClip = float32(step) / 7
 				lr := engine.LR{Means: 1.6e-4, LogScales: 5e-3, Quats: 1e-3, Opacity: 0.05, SHDC: 2.5e-3, SHRest: 1.25e-4}
-				a, err := adamArgs(set.Adam, lr, step, 999, engine.MCMCStep{})
+				m := engine.MCMCStep{}
+				if step == 30000 {
+					m = engine.MCMCStep{OpacityReg: 0.01, ScaleReg: 0.03}
+				}
+				a, err := adamArgs(set.Adam, lr, step, 999, m)
 				if err != nil {
 					t.Fatal(err)
 				}
-				want, err := refAdamBytes(set.Adam, lr, step, 999)
+				want, err := refAdamBytes(set.Adam, lr, step, 999, m)
 				if err != nil {
 					t.Fatal(err)
 				}
