@@ -398,10 +398,10 @@ DEVICE u32 adam_own(const project_bwd_adam_args& a, const AdamP& ap, const SPTR 
 }
 
 // project_bwd_adam is project_bwd followed by adam_step on the same splats, with the
-// gradients kept in registers and shared memory instead of the grads buffer: per splat it
-// saves writing 59 gradients and reading them back (a quarter of the two kernels' traffic at
-// 1M splats in view), and splats in view whose prepared-data gradients are all zero skip the
-// backward. Each element's arithmetic is the two kernels' own, so the parameters and moments
+// gradients kept in registers and shared memory instead of the grads buffer: per splat in view
+// it saves writing 59 gradients and reading them back (about an eighth of the two kernels'
+// bytes with half the splats in view), and splats in view whose prepared-data gradients are
+// all zero skip the backward. Each element's arithmetic is the two kernels' own, so the parameters and moments
 // are theirs to the bit (a parity row checks it).
 DEVICE void project_bwd_adam_body(Thr th, project_bwd_adam_args a, SPTR float* sSh, SPTR float* gtab, SPTR u32* sUse)
 {

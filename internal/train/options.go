@@ -49,7 +49,7 @@ type Options struct {
 	KeepCheckpoints int
 
 	// CoarseScale > 1 trains step s < CoarseUntil on the photos scaled down by
-	// ⌊CoarseScale^(1−s/CoarseUntil)⌋ (coarse.go).
+	// round(CoarseScale^(1−s/CoarseUntil)) (coarse.go).
 	CoarseScale int
 	CoarseUntil int
 
