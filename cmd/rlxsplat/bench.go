@@ -158,6 +158,12 @@ func runBench(ctx context.Context, o *benchOptions, c *config.Config, s *streams
 		fmt.Fprintf(tw, "step as one graph (device)\t%.2f\t\n", r.GraphDeviceMs)
 		fmt.Fprintf(tw, "step as one graph (wall)\t%.2f\t\n", r.GraphWallMs)
 	}
+	if r.PipelinedMs > 0 {
+		fmt.Fprintf(tw, "step pipelined as in training (wall)\t%.2f\t\n", r.PipelinedMs)
+	}
+	if r.PipelinedGraphMs > 0 {
+		fmt.Fprintf(tw, "step pipelined as one graph (wall)\t%.2f\t\n", r.PipelinedGraphMs)
+	}
 	tw.Flush()
 	fmt.Fprintf(s.Out, "%.2f steps/s\n", r.StepsPerSec)
 	if r.PeakDeviceBytes > 0 {

@@ -43,8 +43,13 @@ type Result struct {
 	// time (no host in it) and wall time.
 	GraphDeviceMs float64 `json:"graph_device_ms_median,omitempty"`
 	GraphWallMs   float64 `json:"graph_wall_ms_median,omitempty"`
-	StepsPerSec   float64 `json:"steps_per_sec"`
-	Entries       int     `json:"tile_entries_last"`
+	// GPU engines that pipeline: as many steps again, submitted as training submits them (the
+	// next step queued behind the one running, untimed), launch by launch and as graphs: the
+	// wall time per step of the whole run, what a training step costs without the trainer.
+	PipelinedMs      float64 `json:"pipelined_ms_per_step,omitempty"`
+	PipelinedGraphMs float64 `json:"pipelined_graph_ms_per_step,omitempty"`
+	StepsPerSec      float64 `json:"steps_per_sec"`
+	Entries          int     `json:"tile_entries_last"`
 	// PeakDeviceBytes is the most device memory the GPU engine's buffers held at once (0 and
 	// left out for the CPU engine).
 	PeakDeviceBytes int64     `json:"peak_device_bytes,omitempty"`
@@ -178,6 +183,18 @@ func Run(ctx context.Context, eng engine.Engine, views []dataset.View, so engine
 		}
 	}
 	r.GraphDeviceMs, r.GraphWallMs = median(dev), median(wall) // 0 without graphs
+	for _, graphs := range []bool{false, true} {
+		fe.SetGraphs(graphs)
+		ms, err := pipelined(ctx, fe, views[:nv], so, o.Steps)
+		if err != nil {
+			return nil, err
+		}
+		if graphs {
+			r.PipelinedGraphMs = ms
+		} else {
+			r.PipelinedMs = ms
+		}
+	}
 	_, r.PeakDeviceBytes = fe.DeviceBytes()
 	r.Notes = fe.Notes()
 	if !fe.HasEvents() {
@@ -239,6 +256,35 @@ func measureRoofline(fe *fused.Engine, set engine.Settings, w fused.Workload, st
 		out.Stages = append(out.Stages, st)
 	}
 	return out, nil
+}
+
+// pipelined runs steps steps over views (cycled) as the trainer does, each submitted behind
+// the one before and collected after, without timings, and returns the wall time per step
+// from the first submission to the last result.
+func pipelined(ctx context.Context, fe *fused.Engine, views []dataset.View, so engine.StepOptions, steps int) (float64, error) {
+	so.WantTimings = false
+	submit := func(j int) error {
+		v := &views[j%len(views)]
+		return fe.Submit(&engine.View{Index: j % len(views), Camera: v.Camera, Target: v.Image.RGB}, so)
+	}
+	t0 := time.Now()
+	if err := submit(0); err != nil {
+		return 0, err
+	}
+	for i := 0; i < steps; i++ {
+		if i+1 < steps && ctx.Err() == nil {
+			if err := submit(i + 1); err != nil {
+				return 0, err
+			}
+		}
+		if _, err := fe.Collect(); err != nil {
+			return 0, err
+		}
+		if err := ctx.Err(); err != nil && i+1 < steps {
+			return 0, err
+		}
+	}
+	return float64(time.Since(t0).Microseconds()) / 1000 / float64(steps), nil
 }
 
 // timeLaunches runs steps more steps launch by launch with every launch timed and returns the
