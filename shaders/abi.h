@@ -107,7 +107,7 @@ struct AdamGroup {
 };
 static_assert(sizeof(AdamGroup) == 16, "struct AdamGroup: 16 bytes on the host");
 
-// AdamP: one Adam step: the six groups, then β1, β2, 1−β1, 1−β2, ε, the splat count, visible-only, and the MCMC regularisers' coefficients (engine.RegCoeffs; 0 = off).
+// AdamP: one Adam step: the six groups, then β1, β2, 1−β1, 1−β2, ε, the splat count, visible-only, the MCMC regularisers' coefficients (engine.RegCoeffs; 0 = off) and whether they reach the splats in view only (engine.MCMCStep.RegInView).
 struct AdamP {
     AdamGroup g[6];
     float b1;
@@ -119,8 +119,9 @@ struct AdamP {
     u32 visibleOnly;
     float co;
     float cs;
+    u32 regInView;
 };
-static_assert(sizeof(AdamP) == 132, "struct AdamP: 132 bytes on the host");
+static_assert(sizeof(AdamP) == 136, "struct AdamP: 136 bytes on the host");
 
 // RayCam: the pinhole camera pixel_rays builds each pixel's ray from, every value a float32 pair hi + lo (prep.RayCam).
 struct RayCam {
@@ -212,6 +213,7 @@ DEVICE AdamP rlx_copy(constant AdamP& s)
     r.visibleOnly = s.visibleOnly;
     r.co = s.co;
     r.cs = s.cs;
+    r.regInView = s.regInView;
     return r;
 }
 DEVICE RayCam rlx_copy(constant RayCam& s)

@@ -15,7 +15,7 @@
 //   readout[RO_NONFINITE] += non-finite (or overflowing) gradients used as 0, plus updates
 //   skipped because the update or the new value was not finite.
 //   With the MCMC regularisers on (ap.co, ap.cs), their gradient joins every updated element's
-//   (adam.h's adam_grad), in view or not.
+//   (adam.h's adam_grad), in view or not (ap.regInView: in view only).
 // opacity_reset: one thread per splat; logit = min(logit, maxLogit) (the original's opacity
 //   reset; the host zeroes the opacity moments).
 #include "prelude.h"
@@ -99,7 +99,7 @@ DEVICE void adam_step_body(Thr th, adam_step_args a, SPTR float* gtab)
     u32 bad = 0;
     for (u32 q = 0; q < 4u; q++) {
         if (!upd[q]) continue;
-        bad += adam_group_update(ap, gtab, grp[q], adam_grad(ap, grp[q], live[q] ? g[q] : 0.0f, p[q]), p[q], mm[q], vv[q]);
+        bad += adam_group_update(ap, gtab, grp[q], adam_grad(ap, grp[q], live[q] ? g[q] : 0.0f, p[q], live[q]), p[q], mm[q], vv[q]);
     }
     // Elements left alone (visible-only) are written back unchanged.
     if (cnt == 4u) {

@@ -59,9 +59,11 @@ DEVICE u32 adam_group_update(const AdamP& ap, const SPTR float* gtab, u32 grp, f
 // adam_grad is the gradient Adam takes for element p of group grp whose loss gradient is g: g
 // plus the MCMC regularisers' (engine.RegularizerGrads, to the bit) when they are on,
 // co·σ(p)(1−σ(p)) for an opacity logit and cs·exp(p) for a log-scale. The regularisers are
-// means over every splat, so every splat Adam updates takes them, in view or not.
-DEVICE float adam_grad(const AdamP& ap, u32 grp, float g, float p)
+// means over every splat: every splat Adam updates takes them, in view or not, unless
+// ap.regInView keeps them to the splats in the step's view (inView), as the loss gradient is.
+DEVICE float adam_grad(const AdamP& ap, u32 grp, float g, float p, bool inView)
 {
+    if (ap.regInView && !inView) return g;
     if (grp == 3u && ap.co != 0.0f) {
         float s = sigmoidd(p);
         return g + mul_rn(ap.co, mul_rn(s, 1.0f - s));

@@ -370,10 +370,11 @@ DEVICE void project_bwd_body(Thr th, project_bwd_args a, SPTR float* sSh)
 // SH elements a thread of project_bwd_adam updates at a time.
 #define SH_UNROLL 4u
 
-// adam_own applies Adam to splat i's own elements [k0, k1) of G_* (gradients g), loading
-// every parameter and moment first; returns the non-finite count.
+// adam_own applies Adam to splat i's own elements [k0, k1) of G_* (gradients g; inView: the
+// splat is in the step's view), loading every parameter and moment first; returns the
+// non-finite count.
 DEVICE u32 adam_own(const project_bwd_adam_args& a, const AdamP& ap, const SPTR float* gtab, u32 n, u32 i, const float* g,
-                    u32 k0, u32 k1)
+                    bool inView, u32 k0, u32 k1)
 {
     float p[G_N], m[G_N], v[G_N];
     u32 el[G_N], grp[G_N];
@@ -389,7 +390,7 @@ DEVICE u32 adam_own(const project_bwd_adam_args& a, const AdamP& ap, const SPTR 
     }
     u32 bad = 0;
     for (u32 k = k0; k < k1; k++) {
-        bad += adam_group_update(ap, gtab, grp[k], adam_grad(ap, grp[k], g[k], p[k]), p[k], m[k], v[k]);
+        bad += adam_group_update(ap, gtab, grp[k], adam_grad(ap, grp[k], g[k], p[k], inView), p[k], m[k], v[k]);
         a.params[el[k]] = p[k];
         a.m[el[k]] = m[k];
         a.v[el[k]] = v[k];
@@ -438,8 +439,8 @@ DEVICE void project_bwd_adam_body(Thr th, project_bwd_adam_args a, SPTR float* s
     // before it, and with project_bwd's few threads an SM the latencies would add up.
     u32 bad = 0;
     if (i < n && (use != USE_OUT || !ap.visibleOnly)) {
-        bad += adam_own(a, ap, gtab, n, i, g, 0u, G_QUATS);
-        bad += adam_own(a, ap, gtab, n, i, g, G_QUATS, G_N);
+        bad += adam_own(a, ap, gtab, n, i, g, use != USE_OUT, 0u, G_QUATS);
+        bad += adam_own(a, ap, gtab, n, i, g, use != USE_OUT, G_QUATS, G_N);
     }
     BARRIER();
     // Adam on the block's SH range, element by element across the block (coalesced, as

@@ -92,7 +92,7 @@ func TrainOptions(c *config.Config, yaml []byte) train.Options {
 			MCMC: train.MCMCOptions{
 				CapMax: c.MCMC.CapMax, NoiseLR: c.MCMC.NoiseLR, From: c.MCMC.From, Until: c.MCMC.Until,
 				Every: c.MCMC.Every, MinOpacity: c.MCMC.MinOpacity, OpacityReg: c.MCMC.OpacityReg,
-				ScaleReg: c.MCMC.ScaleReg,
+				ScaleReg: c.MCMC.ScaleReg, RegInView: c.MCMC.Regularize == config.RegInView,
 			},
 		},
 		InitMode: string(c.Init.Mode), InitRandomCount: c.Init.RandomCount, InitScene: c.Init.Scene,

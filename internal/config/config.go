@@ -236,7 +236,16 @@ type MCMC struct {
 	// OpacityReg and ScaleReg weigh the mean-opacity and mean-scale regularisers.
 	OpacityReg float64 `yaml:"opacity_reg"`
 	ScaleReg   float64 `yaml:"scale_reg"`
+	// Regularize says which Gaussians the regularisers' gradients reach: RegInView (those in
+	// the step's view, where the loss gradient is) or RegAll (every one, as gsplat does).
+	Regularize string `yaml:"regularize"`
 }
+
+// The values of mcmc.regularize.
+const (
+	RegInView = "in_view"
+	RegAll    = "all"
+)
 
 // Device selects where the training step runs (train.device).
 type Device string

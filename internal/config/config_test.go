@@ -53,7 +53,7 @@ func wantDefaults() Config {
 			PercentDense: 0.01, SplitCount: 2, PruneOpacity: 0.005, ResetEvery: 3000,
 			MaxScreenSize: 20, MaxWorldScale: 0.1, MaxGaussians: 0},
 		MCMC: MCMC{CapMax: 1000000, NoiseLR: 5e5, From: 500, Until: 25000, Every: 100, MinOpacity: 0.005,
-			OpacityReg: 0.01, ScaleReg: 0.01},
+			OpacityReg: 0.01, ScaleReg: 0.01, Regularize: RegInView},
 		Train: Train{Iterations: 30000, Seed: 42, Device: DeviceAuto, Threads: 0,
 			EvalSteps: []int{7000, 30000}, LogEvery: 10, PreviewEvery: 1000, CheckpointEvery: 5000,
 			KeepCheckpoints: 3, PreviewView: 0, SaveEvalRenders: false, CoarseScale: 1, CoarseUntil: 15000},
@@ -508,8 +508,8 @@ func TestKeysDefaultType(t *testing.T) {
 	keys := Keys()
 	// data 8, init 7, model 6, raster 3, loss 2, optim 13, densify 13,
 	// mcmc 8, train 11, output 2.
-	if len(keys) != 75 {
-		t.Errorf("%d keys, want 75", len(keys))
+	if len(keys) != 76 {
+		t.Errorf("%d keys, want 76", len(keys))
 	}
 	if keys[0] != "data.dir" || keys[len(keys)-1] != "output.formats" {
 		t.Errorf("key order: first %s, last %s", keys[0], keys[len(keys)-1])

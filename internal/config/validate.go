@@ -203,6 +203,7 @@ func (c *Config) problems() []error {
 	k.floatIn("mcmc.min_opacity", mc.MinOpacity, 0, 1, false, true)
 	k.nonNegative("mcmc.opacity_reg", mc.OpacityReg, " (0 = off)")
 	k.nonNegative("mcmc.scale_reg", mc.ScaleReg, " (0 = off)")
+	k.oneOf("mcmc.regularize", mc.Regularize, RegInView, RegAll)
 
 	t := c.Train
 	k.atLeast("train.iterations", t.Iterations, 1, "")

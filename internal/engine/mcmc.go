@@ -23,6 +23,12 @@ type MCMCStep struct {
 	// draws the same ones and a resumed run the same as an uninterrupted one.
 	NoiseSeed uint64
 	NoiseStep uint32
+	// RegInView keeps the regularisers' gradients to the splats in the step's view, where the
+	// loss gradient is (mcmc.regularize: in_view); false gives them to every splat, as gsplat
+	// and the paper's code do (all). Adam scales each element's step by its own gradient
+	// history, so a splat out of view whose moments are small (new, relocated, or long
+	// unseen) takes learning-rate-sized steps from the regularisers' 1e-8-sized gradients alone.
+	RegInView bool
 }
 
 // Active says whether any term is on.
@@ -47,12 +53,16 @@ func RegularizerLoss(logits, logScales []float64, opacityReg, scaleReg float64) 
 	return opacityReg*so/float64(len(logits)) + scaleReg*ss/float64(len(logScales))
 }
 
-// RegularizerGrads adds the regularisers' gradients to those of splats [lo, hi):
+// RegularizerGrads adds the regularisers' gradients to those of splats [lo, hi) (with
+// m.RegInView, to those valid marks in view only):
 // d/dlogit = co·σ(1−σ) and d/dlog s = cs·exp(log s). Every operation is float32 and rounded
 // on its own, with the kernels' Exp and sigmoid, so that a GPU engine adds the same bits.
-func RegularizerGrads(grads, params *splat.Gaussians, m MCMCStep, lo, hi int) {
+func RegularizerGrads(grads, params *splat.Gaussians, m MCMCStep, valid []bool, lo, hi int) {
 	co, cs := RegCoeffs(m, params.Len())
 	for i := lo; i < hi; i++ {
+		if m.RegInView && !valid[i] {
+			continue
+		}
 		if co != 0 {
 			s := fmath.Sigmoid(params.OpacityLogits[i])
 			grads.OpacityLogits[i] += float32(co * float32(s*(1-s)))

@@ -27,6 +27,42 @@ func randomSplats(rng *rand.Rand, n int) *splat.Gaussians {
 	return g
 }
 
+// With RegInView the regularisers' gradients reach the splats valid marks and no other, and
+// those they reach take the same values as without it.
+func TestRegularizerGradsInView(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 9))
+	const n = 9
+	g := randomSplats(rng, n)
+	valid := make([]bool, n)
+	for i := range valid {
+		valid[i] = i%3 != 1
+	}
+	m := MCMCStep{OpacityReg: 0.01, ScaleReg: 0.02}
+	all := splat.Zeros[float32](n)
+	RegularizerGrads(all, g, m, valid, 0, n) // RegInView off: valid is not read
+	m.RegInView = true
+	in := splat.Zeros[float32](n)
+	RegularizerGrads(in, g, m, valid, 0, n)
+	for i := range n {
+		for a := 0; a < 3; a++ {
+			want := all.LogScales[3*i+a]
+			if !valid[i] {
+				want = 0
+			}
+			if got := in.LogScales[3*i+a]; got != want || all.LogScales[3*i+a] == 0 {
+				t.Errorf("splat %d (in view %v) log-scale %d: gradient %g, want %g (every splat's: %g)", i, valid[i], a, got, want, all.LogScales[3*i+a])
+			}
+		}
+		want := all.OpacityLogits[i]
+		if !valid[i] {
+			want = 0
+		}
+		if got := in.OpacityLogits[i]; got != want || all.OpacityLogits[i] == 0 {
+			t.Errorf("splat %d (in view %v) opacity: gradient %g, want %g (every splat's: %g)", i, valid[i], got, want, all.OpacityLogits[i])
+		}
+	}
+}
+
 // The regularisers' gradients match central differences of RegularizerLoss (float64).
 func TestRegularizerGradsFiniteDifferences(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 8))
@@ -34,7 +70,7 @@ func TestRegularizerGradsFiniteDifferences(t *testing.T) {
 	g := randomSplats(rng, n)
 	for _, m := range []MCMCStep{{OpacityReg: 0.01, ScaleReg: 0.01}, {OpacityReg: 0.3}, {ScaleReg: 2}} {
 		grads := splat.Zeros[float32](n)
-		RegularizerGrads(grads, g, m, 0, n)
+		RegularizerGrads(grads, g, m, nil, 0, n)
 		logits := make([]float64, n)
 		scales := make([]float64, 3*n)
 		for i := range logits {

@@ -37,6 +37,9 @@ func adamArgs(s engine.AdamSettings, lr engine.LR, t int64, n int, m engine.MCMC
 	if n > 0 {
 		ap.Co, ap.Cs = engine.RegCoeffs(m, n)
 	}
+	if m.RegInView {
+		ap.RegInView = 1
+	}
 	return ap, nil
 }
 

@@ -143,6 +143,11 @@ func refAdamBytes(s engine.AdamSettings, lr engine.LR, t int64, n int, m engine.
 	w.u32(vis)
 	w.f32(m.OpacityReg / float32(n))
 	w.f32(m.ScaleReg / float32(3*n))
+	inView := uint32(0)
+	if m.RegInView {
+		inView = 1
+	}
+	w.u32(inView)
 	return w.b, nil
 }
 
@@ -213,7 +218,7 @@ func TestArgsBytesMatchReference(t *testing.T) {
 				lr := engine.LR{Means: 1.6e-4, LogScales: 5e-3, Quats: 1e-3, Opacity: 0.05, SHDC: 2.5e-3, SHRest: 1.25e-4}
 				m := engine.MCMCStep{}
 				if step == 30000 {
-					m = engine.MCMCStep{OpacityReg: 0.01, ScaleReg: 0.03}
+					m = engine.MCMCStep{OpacityReg: 0.01, ScaleReg: 0.03, RegInView: ci%2 == 0}
 				}
 				a, err := adamArgs(set.Adam, lr, step, 999, m)
 				if err != nil {

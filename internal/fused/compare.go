@@ -299,9 +299,10 @@ func compare(dev gpu.Device, set engine.Settings, g *splat.Gaussians, v *engine.
 	if set.Adam.VisibleOnly {
 		mask = pipe.Proj.Valid
 	}
-	// The regularisers' gradients, when on, join in Adam on the device (every splat's).
+	// The regularisers' gradients, when on, join in Adam on the device (every splat's, or the
+	// splats' in view).
 	withReg := gg.Clone()
-	engine.RegularizerGrads(withReg, g, o.MCMC, 0, n)
+	engine.RegularizerGrads(withReg, g, o.MCMC, pipe.Proj.Valid, 0, n)
 	want, err := hostAdam(set.Adam, o.LR, g, withReg, mask)
 	if err != nil {
 		return nil, err
@@ -408,6 +409,10 @@ func (r *rows) mcmcTerms(ce *cpu.Engine) error {
 	if err := r.regularisedAdam(g, m); err != nil {
 		return err
 	}
+	m.RegInView = true
+	if err := r.regularisedAdam(g, m); err != nil {
+		return err
+	}
 	if err := r.e.SetState(st); err != nil {
 		return fmt.Errorf("fused: compare: set state: %w", err)
 	}
@@ -434,8 +439,9 @@ func (r *rows) mcmcTerms(ce *cpu.Engine) error {
 
 // regularisedAdam runs adam_step with m's regularisers on from g (zero moments) on random loss
 // gradients, with a third of the splats out of view (their loss gradient is zero and not read,
-// but the regularisers' still applies: they are means over every splat), and adds a row for
-// the parameters against the CPU optimizer on the same gradients plus engine.RegularizerGrads.
+// but the regularisers' still applies unless m.RegInView: they are means over every splat), and
+// adds a row for the parameters against the CPU optimizer on the same gradients plus
+// engine.RegularizerGrads.
 func (r *rows) regularisedAdam(g *splat.Gaussians, m engine.MCMCStep) error {
 	fe, n := r.e, g.Len()
 	rng := rand.New(rand.NewPCG(0x6e9, uint64(n)))
@@ -476,20 +482,25 @@ func (r *rows) regularisedAdam(g *splat.Gaussians, m engine.MCMCStep) error {
 	if err != nil {
 		return fmt.Errorf("fused: compare: parameters: %w", err)
 	}
-	engine.RegularizerGrads(grads, g, m, 0, n)
+	inView := make([]bool, n)
+	for i := range inView {
+		inView[i] = valid[i] != 0
+	}
+	engine.RegularizerGrads(grads, g, m, inView, 0, n)
 	var mask []bool
 	if fe.set.Adam.VisibleOnly {
-		mask = make([]bool, n)
-		for i := range mask {
-			mask[i] = valid[i] != 0
-		}
+		mask = inView
 	}
 	want, err := hostAdam(fe.set.Adam, lr, g, grads, mask)
 	if err != nil {
 		return err
 	}
 	d := countDiff(pack(got), pack(want))
-	r.count("mcmc regularisers", d, n*paramFloats, fmt.Sprintf("%d of %d values differ from the CPU optimizer on loss + regulariser gradients (a third of the splats out of view)", d, n*paramFloats))
+	name, scope := "mcmc regularisers", "every splat's"
+	if m.RegInView {
+		name, scope = "mcmc regularisers in view", "the splats' in view"
+	}
+	r.count(name, d, n*paramFloats, fmt.Sprintf("%d of %d values differ from the CPU optimizer on loss + regulariser gradients (a third of the splats out of view; %s regularised)", d, n*paramFloats, scope))
 	return nil
 }
 

@@ -49,7 +49,7 @@ func checkMCMCHooks(t *testing.T, dev gpu.Device, g *splat.Gaussians, v *engine.
 	set := engine.DefaultSettings()
 	set.Workers = 2
 	base := engine.StepOptions{SHDegree: 2, LR: testLR(), AccumulateStats: true}
-	run := func(m engine.MCMCStep) (params, grads []float32) {
+	run := func(m engine.MCMCStep) (params, grads []float32, valid []bool) {
 		t.Helper()
 		fe, err := newOnDevice(dev, set, g)
 		if err != nil {
@@ -70,9 +70,17 @@ func checkMCMCHooks(t *testing.T, dev gpu.Device, g *splat.Gaussians, v *engine.
 		if err != nil {
 			t.Fatal(err)
 		}
-		return pack(p), grads
+		flags := make([]uint32, n)
+		if err := gpu.DownloadSlice(dev, flags, fe.valid, 0); err != nil {
+			t.Fatal(err)
+		}
+		valid = make([]bool, n)
+		for i, f := range flags {
+			valid[i] = f != 0
+		}
+		return pack(p), grads, valid
 	}
-	plainP, plainG := run(engine.MCMCStep{})
+	plainP, plainG, valid := run(engine.MCMCStep{})
 	if !seen {
 		for i, x := range plainG {
 			if x != 0 {
@@ -82,24 +90,30 @@ func checkMCMCHooks(t *testing.T, dev gpu.Device, g *splat.Gaussians, v *engine.
 	}
 
 	// The regularisers' gradients join the loss's inside Adam, for every splat (in view or
-	// not: unseen, no splat is, and only they move it).
-	reg := engine.MCMCStep{OpacityReg: 0.01, ScaleReg: 0.05}
-	regP, _ := run(reg)
-	want := unpack(append([]float32(nil), plainG...), n)
-	engine.RegularizerGrads(want, g, reg, 0, n)
-	regWant, err := hostAdam(set.Adam, base.LR, g, want, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := countDiff(regP, pack(regWant)); d > 0 {
-		t.Errorf("regularised step: %d of %d parameter values differ from the CPU optimizer on the plain step's gradients plus RegularizerGrads", d, len(regP))
-	}
-	if countDiff(regP, plainP) == 0 {
-		t.Error("the regularisers changed no parameter: the test checks nothing")
+	// not: unseen, no splat is, and only they move it), or with RegInView for the splats in
+	// view alone (unseen, none: the step is the plain one).
+	for _, inView := range []bool{false, true} {
+		reg := engine.MCMCStep{OpacityReg: 0.01, ScaleReg: 0.05, RegInView: inView}
+		regP, _, _ := run(reg)
+		want := unpack(append([]float32(nil), plainG...), n)
+		engine.RegularizerGrads(want, g, reg, valid, 0, n)
+		regWant, err := hostAdam(set.Adam, base.LR, g, want, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := countDiff(regP, pack(regWant)); d > 0 {
+			t.Errorf("regularised step (in view only: %v): %d of %d parameter values differ from the CPU optimizer on the plain step's gradients plus RegularizerGrads", inView, d, len(regP))
+		}
+		switch moved := countDiff(regP, plainP) > 0; {
+		case inView && !seen && moved:
+			t.Error("regularised in view only, a step that sees no splat moved parameters")
+		case (seen || !inView) && !moved:
+			t.Errorf("the regularisers (in view only: %v) changed no parameter: the test checks nothing", inView)
+		}
 	}
 
 	noise := engine.MCMCStep{NoiseScale: 50, NoiseSeed: 3, NoiseStep: 12}
-	noisyP, _ := run(noise)
+	noisyP, _, _ := run(noise)
 	wantP := unpack(append([]float32(nil), plainP...), n)
 	engine.PerturbMeans(wantP, noise, 0, n)
 	if d := countDiff(noisyP, pack(wantP)); d > 0 {

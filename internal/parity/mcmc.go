@@ -25,7 +25,7 @@ func CheckMCMC(brk string) []Row {
 	}
 	m := engine.MCMCStep{OpacityReg: 0.01, ScaleReg: 0.01}
 	grads := splat.Zeros[float32](n)
-	engine.RegularizerGrads(grads, g, m, 0, n)
+	engine.RegularizerGrads(grads, g, m, nil, 0, n)
 	logits, scales := f64(g.OpacityLogits), f64(g.LogScales)
 	loss := func() float64 {
 		return engine.RegularizerLoss(logits, scales, float64(m.OpacityReg), float64(m.ScaleReg))

@@ -37,6 +37,7 @@ func (t *Trainer) mcmcStep(s int, lr engine.LR) engine.MCMCStep {
 	return engine.MCMCStep{
 		OpacityReg: float32(m.OpacityReg),
 		ScaleReg:   float32(m.ScaleReg),
+		RegInView:  m.RegInView,
 		// gsplat scales the noise by noise_lr times the means learning rate (which holds
 		// the scene extent, as ours does).
 		NoiseScale: float32(m.NoiseLR * float64(lr.Means)),
@@ -75,7 +76,11 @@ func (t *Trainer) mcmcRefine(s int) error {
 		relocateShapes(g, op, &r)
 	}
 	target := min(m.CapMax, int(1.05*float64(n)))
-	if add := target - n; add > 0 {
+	add := max(target-n, 0)
+	// How many were dead is the densifier's health: a share that stays large means splats
+	// die as fast as they are placed.
+	t.logJSON(map[string]any{"step": s, "mcmc_relocated": len(dead), "mcmc_added": add})
+	if add > 0 {
 		src := sampleByOpacity(t.rng, op, 0, add)
 		if src == nil {
 			return nil // every opacity is 0: nothing to sample from

@@ -97,6 +97,9 @@ type MCMCOptions struct {
 	From, Until, Every   int
 	MinOpacity           float64
 	OpacityReg, ScaleReg float64
+	// RegInView keeps the regularisers to the Gaussians in each step's view
+	// (engine.MCMCStep.RegInView).
+	RegInView bool
 }
 
 // Validate reports options the trainer cannot run with.

@@ -81,7 +81,7 @@ func (e *Engine) Step(v *engine.View, o engine.StepOptions) (engine.StepResult, 
 		}
 	}
 	if o.MCMC.OpacityReg != 0 || o.MCMC.ScaleReg != 0 {
-		par.For(e.g.Len(), max(e.set.Workers, 1), func(_, lo, hi int) { engine.RegularizerGrads(p.Grads, e.g, o.MCMC, lo, hi) })
+		par.For(e.g.Len(), max(e.set.Workers, 1), func(_, lo, hi int) { engine.RegularizerGrads(p.Grads, e.g, o.MCMC, proj.Valid, lo, hi) })
 	}
 	var mask []bool
 	if e.set.Adam.VisibleOnly {

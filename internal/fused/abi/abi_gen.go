@@ -223,7 +223,7 @@ func (s *AdamGroup) put(b []byte) {
 	putF32(b[12:], s.Pad)
 }
 
-// AdamP is struct AdamP of shaders/abi.h: one Adam step: the six groups, then β1, β2, 1−β1, 1−β2, ε, the splat count, visible-only, and the MCMC regularisers' coefficients (engine.RegCoeffs; 0 = off).
+// AdamP is struct AdamP of shaders/abi.h: one Adam step: the six groups, then β1, β2, 1−β1, 1−β2, ε, the splat count, visible-only, the MCMC regularisers' coefficients (engine.RegCoeffs; 0 = off) and whether they reach the splats in view only (engine.MCMCStep.RegInView).
 type AdamP struct {
 	G           [6]AdamGroup
 	B1          float32
@@ -235,10 +235,11 @@ type AdamP struct {
 	VisibleOnly uint32
 	Co          float32
 	Cs          float32
+	RegInView   uint32
 }
 
 // AdamPSize is the bytes of struct AdamP.
-const AdamPSize = 132
+const AdamPSize = 136
 
 // Bytes returns s as the kernels read it: little-endian, C layout, padding zero.
 func (s *AdamP) Bytes() []byte {
@@ -260,6 +261,7 @@ func (s *AdamP) put(b []byte) {
 	putU32(b[120:], s.VisibleOnly)
 	putF32(b[124:], s.Co)
 	putF32(b[128:], s.Cs)
+	putU32(b[132:], s.RegInView)
 }
 
 // RayCam is struct RayCam of shaders/abi.h: the pinhole camera pixel_rays builds each pixel's ray from, every value a float32 pair hi + lo (prep.RayCam).
@@ -1303,8 +1305,8 @@ var Kernels = []KernelInfo{
 	{Name: "raster_bwd_ewa", Unit: "raster_bwd.cu", Params: 26, InlineBytes: 244, SharedBytes: 7424, Block: 0, MaxThreads: 256},
 	{Name: "raster_bwd_ray", Unit: "raster_bwd.cu", Params: 26, InlineBytes: 244, SharedBytes: 9472, Block: 0, MaxThreads: 0},
 	{Name: "project_bwd", Unit: "project_bwd.cu", Params: 17, InlineBytes: 264, SharedBytes: 25088, Block: 0, MaxThreads: 128},
-	{Name: "project_bwd_adam", Unit: "project_bwd.cu", Params: 19, InlineBytes: 404, SharedBytes: 25672, Block: 0, MaxThreads: 128},
-	{Name: "adam_step", Unit: "adam.cu", Params: 7, InlineBytes: 180, SharedBytes: 72, Block: 256, MaxThreads: 0},
+	{Name: "project_bwd_adam", Unit: "project_bwd.cu", Params: 19, InlineBytes: 408, SharedBytes: 25672, Block: 0, MaxThreads: 128},
+	{Name: "adam_step", Unit: "adam.cu", Params: 7, InlineBytes: 184, SharedBytes: 72, Block: 256, MaxThreads: 0},
 	{Name: "opacity_reset", Unit: "adam.cu", Params: 3, InlineBytes: 16, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "gather_rows", Unit: "edit.cu", Params: 7, InlineBytes: 40, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "scatter_shapes", Unit: "edit.cu", Params: 6, InlineBytes: 40, SharedBytes: 0, Block: 0, MaxThreads: 0},

@@ -136,10 +136,10 @@ var Structs = []Struct{
 	{Name: "AdamGroup", Doc: "one parameter group's Adam step: lr/(1−β1ᵗ), 1/sqrt(1−β2ᵗ), the gradient clip (0 = off)", Fields: []Field{
 		{"stepSize", F32, 0}, {"invSqrtBc2", F32, 0}, {"clip", F32, 0}, {"pad", F32, 0},
 	}},
-	{Name: "AdamP", Doc: "one Adam step: the six groups, then β1, β2, 1−β1, 1−β2, ε, the splat count, visible-only, and the MCMC regularisers' coefficients (engine.RegCoeffs; 0 = off)", Fields: []Field{
+	{Name: "AdamP", Doc: "one Adam step: the six groups, then β1, β2, 1−β1, 1−β2, ε, the splat count, visible-only, the MCMC regularisers' coefficients (engine.RegCoeffs; 0 = off) and whether they reach the splats in view only (engine.MCMCStep.RegInView)", Fields: []Field{
 		{"g", "AdamGroup", 6},
 		{"b1", F32, 0}, {"b2", F32, 0}, {"c1", F32, 0}, {"c2", F32, 0}, {"eps", F32, 0},
-		{"n", U32, 0}, {"visibleOnly", U32, 0}, {"co", F32, 0}, {"cs", F32, 0},
+		{"n", U32, 0}, {"visibleOnly", U32, 0}, {"co", F32, 0}, {"cs", F32, 0}, {"regInView", U32, 0},
 	}},
 	{Name: "RayCam", Doc: "the pinhole camera pixel_rays builds each pixel's ray from, every value a float32 pair hi + lo (prep.RayCam)", Fields: []Field{
 		{"R", F32, 9}, {"RLo", F32, 9}, // world-to-camera rotation, row-major
