@@ -3,8 +3,8 @@
 //
 // raster_fwd_ewa, raster_fwd_ray: the same kernel compiled for each render model (the host
 //   launches the one of its rp.model), so that the per-splat loop carries no model test and
-//   EWA stages and reads only its 5 geometry floats. One block per tile (th.bid = tile id,
-//   row-major), one thread per pixel of the tile (th.tid = ly*tileSize + lx; blockDim is
+//   EWA stages and reads only its 5 geometry floats. One block per tile (tile tileOrder[th.bid],
+//   tile ids row-major; ranges.cu's tile_order puts the longest lists first), one thread per pixel of the tile (th.tid = ly*tileSize + lx; blockDim is
 //   tileSize² rounded up to whole warps, and threads past the tile, or past the image edge,
 //   only help stage splats). The tile's list is walked in batches of BATCH splats staged in
 //   shared memory. Per pixel and entry: skip when alpha < alphaMin; finish (without blending)
@@ -35,7 +35,7 @@ DEVICE void raster_fwd_run(Thr th, raster_fwd_args a, SPTR Staged<RAY>& s, SPTR 
     if (a.readout[RO_ABORT]) return;
     const Raster& rp = a.rp;
     const GPTR float* rays = a.rays;
-    u32 tile = th.bid;
+    u32 tile = a.tileOrder[th.bid];
     int ts = rp.tileSize;
     int x = (int)(tile % (u32)rp.tilesX) * ts + (int)(th.tid % (u32)ts);
     int y = (int)(tile / (u32)rp.tilesX) * ts + (int)(th.tid / (u32)ts);

@@ -81,9 +81,13 @@ type Roofline struct {
 	Entries    int     `json:"tile_entries_median"`
 	// How far the rasterizer walked the lists (fused.Engine.RasterWalk): entries the tiles
 	// read, (entry, pixel) pairs the pixels evaluated, distinct splats the entries name.
-	WalkedEntries int64           `json:"walked_entries_median"`
-	WalkedPairs   int64           `json:"walked_pairs_median"`
-	WalkedSplats  int64           `json:"walked_splats_median"`
+	WalkedEntries int64 `json:"walked_entries_median"`
+	WalkedPairs   int64 `json:"walked_pairs_median"`
+	WalkedSplats  int64 `json:"walked_splats_median"`
+	// The longest tile's walk (the forward's serial path: one block walks a tile) and the
+	// tiles' count, for the mean walk beside it.
+	WalkedLongest int64           `json:"walked_longest_tile_median"`
+	Tiles         int64           `json:"tiles"`
 	Stages        []StageRoofline `json:"stages"`
 }
 
@@ -239,7 +243,8 @@ func measureRoofline(fe *fused.Engine, set engine.Settings, w fused.Workload, st
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	out := &Roofline{CopyGBs: ceil.CopyGBs, FP32GFlops: ceil.FP32GFlops, Visible: w.Visible, Entries: w.Entries,
-		WalkedEntries: w.Walk.Entries, WalkedPairs: w.Walk.Pairs, WalkedSplats: w.Walk.Splats}
+		WalkedEntries: w.Walk.Entries, WalkedPairs: w.Walk.Pairs, WalkedSplats: w.Walk.Splats,
+		WalkedLongest: w.Walk.Longest, Tiles: w.Walk.Tiles}
 	for _, cost := range costs {
 		ms, ok := stageMs[cost.Stage]
 		if !ok {
@@ -328,13 +333,15 @@ func timeLaunches(fe *fused.Engine, steps int, step func(int) (engine.StepResult
 // medianWalk is the median of each of the walks' fields (each no larger than the median
 // step's entries and visible count, since every walk's are no larger than its step's).
 func medianWalk(walks []fused.Walk) fused.Walk {
-	var e, p, s, b, sp []float64
+	var e, p, s, b, sp, l []float64
+	var tiles int64
 	for _, w := range walks {
 		e, p, s = append(e, float64(w.Entries)), append(p, float64(w.Pairs)), append(s, float64(w.Splats))
-		b, sp = append(b, float64(w.Boundaries)), append(sp, float64(w.Spanning))
+		b, sp, l = append(b, float64(w.Boundaries)), append(sp, float64(w.Spanning)), append(l, float64(w.Longest))
+		tiles = w.Tiles
 	}
 	return fused.Walk{Entries: int64(median(e)), Pairs: int64(median(p)), Splats: int64(median(s)),
-		Boundaries: int64(median(b)), Spanning: int64(median(sp))}
+		Boundaries: int64(median(b)), Spanning: int64(median(sp)), Longest: int64(median(l)), Tiles: tiles}
 }
 
 func median(v []float64) float64 {

@@ -180,6 +180,11 @@ func TestRasterWalkAndDeviceBytes(t *testing.T) {
 	if wk.Splats < int64(longest) || wk.Splats > min(int64(res.Visible), wk.Entries) {
 		t.Errorf("walk names %d splats: want between the longest pixel walk %d and min(visible %d, walked %d)", wk.Splats, longest, res.Visible, wk.Entries)
 	}
+	// The longest tile walk is the longest pixel's, and the walks of all tiles add up to more.
+	tilesX, tilesY := (w+int(ts)-1)/int(ts), (h+int(ts)-1)/int(ts)
+	if wk.Longest != int64(longest) || wk.Tiles != int64(tilesX*tilesY) || wk.Entries < wk.Longest {
+		t.Errorf("walk %+v: want the longest tile walk %d (the longest pixel's), %d tiles and entries ≥ longest", wk, longest, tilesX*tilesY)
+	}
 	cur2, peak2 := fe.DeviceBytes()
 	if cur2 <= cur || peak2 < cur2 {
 		t.Errorf("after a step: %d bytes held, peak %d; want more than the %d before (lists, image buffers) and peak ≥ held", cur2, peak2, cur)

@@ -678,7 +678,7 @@ func (e *Engine) poison() error {
 	for _, b := range []gpu.Buffer{e.grads, e.valid, e.depth, e.opacity, e.color, e.mean2d, e.conic, e.rayU, e.rayA, e.rayHalf,
 		e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.counts, e.visFlags, e.depthKeys, e.order, e.depthKeysTmp, e.orderTmp, e.ranked, e.rankOf,
 		e.hitMask, e.bigOff, e.bigBits, e.keys, e.ids, e.keysTmp, e.idsTmp,
-		e.hist, e.tileOffsets, e.image, e.finalT, e.count, e.dImage, e.rays, e.dmap,
+		e.hist, e.tileOffsets, e.tileOrder, e.image, e.finalT, e.count, e.dImage, e.rays, e.dmap,
 		e.partAbs, e.partSq, e.partSSIM, e.tileWalk, e.chunkStart, e.chunkTile, e.chunkState} {
 		if b == nil {
 			continue

@@ -75,6 +75,7 @@ type Engine struct {
 	scanCap                          int // elements the scan levels are sized for
 	scanDirect                       int // most block sums scan_add_sums takes (scan.go)
 	tileOffsets                      gpu.Buffer
+	tileOrder                        gpu.Buffer // tile_order: the tiles in raster_fwd's order
 	tileCap                          int
 	// The tiles' chunks of chunkEntries entries (chunks.go): raster_fwd's walk per tile and
 	// per-pixel states at the chunks' ends, raster_bwd's first chunk per tile and tile per
@@ -428,6 +429,9 @@ func (e *Engine) growPixels(w, h int) error {
 	if tiles+1 > e.tileCap {
 		if err := e.ensure(&e.tileOffsets, (tiles+1)*4); err != nil {
 			return fmt.Errorf("fused: tile offsets for %d×%d px: %w", w, h, err)
+		}
+		if err := e.ensure(&e.tileOrder, (tiles+1)*4); err != nil {
+			return fmt.Errorf("fused: tile order for %d×%d px: %w", w, h, err)
 		}
 		e.tileCap = tiles + 1
 		if err := e.ensureChunks(); err != nil {
@@ -793,7 +797,7 @@ func (e *Engine) release() error {
 	e.targets = nil
 	bufs := []gpu.Buffer{e.params, e.grads, e.adamM, e.adamV, e.valid, e.depth, e.opacity, e.color, e.mean2d,
 		e.conic, e.rayU, e.rayA, e.rayHalf, e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.bigList, e.bigOff, e.bigBits, e.editSrc, e.statAccum,
-		e.statCount, e.statMaxRadius, e.counts, e.visFlags, e.depthKeys, e.order, e.depthKeysTmp, e.orderTmp, e.ranked, e.rankOf, e.hitMask, e.keys, e.ids, e.keysTmp, e.idsTmp, e.hist, e.tileOffsets,
+		e.statCount, e.statMaxRadius, e.counts, e.visFlags, e.depthKeys, e.order, e.depthKeysTmp, e.orderTmp, e.ranked, e.rankOf, e.hitMask, e.keys, e.ids, e.keysTmp, e.idsTmp, e.hist, e.tileOffsets, e.tileOrder,
 		e.tileWalk, e.chunkStart, e.chunkTile, e.chunkState,
 		e.image, e.finalT, e.count, e.dImage, e.rays, e.dmap, e.partAbs, e.partSq, e.partSSIM,
 		e.readouts[0], e.readouts[1], e.dummy}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -739,4 +740,58 @@ func TestRayHalfPlaneParity(t *testing.T) {
 	}
 	t.Logf("the half-plane cut keeps %d of %d entries", with, without)
 	checkStep(t, dev, set, g, v, engine.StepOptions{SHDegree: 1, LR: testLR(), AccumulateStats: true, WantImage: true}, false)
+}
+
+// TestTileOrder checks the order raster_fwd takes the tiles in after a step: every tile once,
+// their lists' length classes never increasing, on a scene whose lists differ in length.
+func TestTileOrder(t *testing.T) {
+	dev, _ := testDevice(t)
+	n, w, h := 500, 96, 64
+	g, _ := RandomScene(31, n, w, h)
+	rng := rand.New(rand.NewPCG(seedTarget, 31))
+	v := &engine.View{Camera: lookAt([3]float64{0.2, -0.5, -3}, w, h), Target: randomImage(rng, w, h)}
+	fe, err := newOnDevice(dev, engine.DefaultSettings(), g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fe.Close()
+	if _, err := fe.Step(v, engine.StepOptions{SHDegree: 1, LR: testLR()}); err != nil {
+		t.Fatal(err)
+	}
+	ts := fe.set.TileSize
+	tiles := ((w + ts - 1) / ts) * ((h + ts - 1) / ts)
+	offs := make([]uint32, tiles+1)
+	order := make([]uint32, tiles)
+	if err := gpu.DownloadSlice(dev, offs, fe.tileOffsets, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := gpu.DownloadSlice(dev, order, fe.tileOrder, 0); err != nil {
+		t.Fatal(err)
+	}
+	class := func(n uint32) int { // four classes an octave, as ranges.cu's len_class
+		if n < 4 {
+			return int(n)
+		}
+		k := bits.Len32(n) - 1
+		return 4*(k-1) + int(n>>(k-2)&3)
+	}
+	seen := make([]bool, tiles)
+	lengths := map[uint32]bool{}
+	prev := math.MaxInt
+	for b, tile := range order {
+		if int(tile) >= tiles || seen[tile] {
+			t.Fatalf("block %d: tile %d (of %d) out of range or taken twice", b, tile, tiles)
+		}
+		seen[tile] = true
+		l := offs[tile+1] - offs[tile]
+		lengths[l] = true
+		if c := class(l); c > prev {
+			t.Fatalf("block %d: tile %d with %d entries (class %d) after class %d", b, tile, l, c, prev)
+		} else {
+			prev = c
+		}
+	}
+	if len(lengths) < 4 {
+		t.Fatalf("the tiles' lists take %d lengths: the order is hardly tested", len(lengths))
+	}
 }

@@ -25,8 +25,13 @@ func (e *Engine) rasterFwd(cam *camera.Camera, bg [3]float32, tiles int) error {
 	if e.set.Render == prep.Ray {
 		launch = e.k.RasterFwdRay
 	}
+	// The longest lists first, so that the short ones fill the SMs behind them (ranges.cu).
+	if err := e.k.TileOrder(gpu.Dim3{1}, gpu.Dim3{1024}, abi.TileOrderArgs{Offsets: abi.B(e.tileOffsets),
+		Readout: abi.B(e.readoutBuf), NumTiles: uint32(tiles), Order: abi.B(e.tileOrder)}); err != nil {
+		return err
+	}
 	return launch(gpu.Dim3{uint32(tiles)}, e.tileThreads(), abi.RasterFwdArgs{
-		Rp: rasterArgs(cam, &e.set, bg), Readout: abi.B(e.readoutBuf), TileOffsets: abi.B(e.tileOffsets),
+		Rp: rasterArgs(cam, &e.set, bg), Readout: abi.B(e.readoutBuf), TileOrder: abi.B(e.tileOrder), TileOffsets: abi.B(e.tileOffsets),
 		Ids: abi.B(e.sortedIDs), Opacity: abi.B(e.opacity), Color: abi.B(e.color), Mean2d: abi.B(e.mean2d),
 		Conic: abi.B(e.conic), RayU: abi.B(e.or(e.rayU)), RayA: abi.B(e.or(e.rayA)), Rays: abi.B(e.or(e.rays)),
 		Image: abi.B(e.image), FinalT: abi.B(e.finalT), Count: abi.B(e.count), TileWalk: abi.B(e.tileWalk),
@@ -43,6 +48,10 @@ type Walk struct {
 	// the fewest raster_fwd must store.
 	Boundaries int64
 	Spanning   int64 // pixels whose walk passes a chunk boundary: raster_bwd reads their image
+	// Longest is the longest walk of one tile (its longest pixel's count), of Tiles tiles: one
+	// block walks a tile's list in order, so no forward is shorter than that walk, however
+	// many SMs the other tiles leave idle.
+	Longest, Tiles int64
 }
 
 // RasterWalk measures the Walk of the last forward (of the last Step or Render) from
@@ -70,7 +79,7 @@ func (e *Engine) RasterWalk() (Walk, error) {
 	if err := gpu.DownloadU32(e.dev, ids, e.sortedIDs); err != nil {
 		return Walk{}, fmt.Errorf("fused: raster walk: %w", err)
 	}
-	var wk Walk
+	wk := Walk{Tiles: int64(tiles)}
 	longest := make([]uint32, tiles)
 	for y := 0; y < h; y++ {
 		for x := 0; x < w; x++ {
@@ -90,6 +99,7 @@ func (e *Engine) RasterWalk() (Walk, error) {
 			return Walk{}, fmt.Errorf("fused: raster walk: tile %d walked %d entries of its list [%d, %d)", t, l, offs[t], offs[t+1])
 		}
 		wk.Entries += int64(l)
+		wk.Longest = max(wk.Longest, int64(l))
 		for _, id := range ids[offs[t] : offs[t]+l] {
 			if int(id) >= e.n {
 				return Walk{}, fmt.Errorf("fused: raster walk: tile %d lists splat %d of %d", t, id, e.n)

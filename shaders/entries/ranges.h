@@ -13,7 +13,15 @@ struct tile_ranges_args {
     GPTR u32* offsets;
 };
 
+struct tile_order_args {
+    const GPTR u32* offsets;
+    const GPTR u32* readout;
+    u32 numTiles;
+    GPTR u32* order;
+};
+
 DEVICE void tile_ranges_body(Thr th, tile_ranges_args a);
+DEVICE void tile_order_body(Thr th, tile_order_args a, SPTR u32* classes);
 
 #if defined(RLX_BACKEND_CUDA)
 
@@ -22,6 +30,14 @@ extern "C" __global__ void tile_ranges(const GPTR u32* keys, const GPTR u32* rea
     const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
     const tile_ranges_args a = {keys, readout, numTiles, offsets};
     tile_ranges_body(th, a);
+}
+
+extern "C" __global__ void tile_order(const GPTR u32* offsets, const GPTR u32* readout, u32 numTiles, GPTR u32* order)
+{
+    __shared__ u32 classes[128];
+    const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
+    const tile_order_args a = {offsets, readout, numTiles, order};
+    tile_order_body(th, a, classes);
 }
 
 #elif defined(RLX_BACKEND_METAL)
@@ -42,6 +58,23 @@ kernel void tile_ranges(device const u32* keys [[buffer(0)]],
     tile_ranges_body(th, a);
 }
 
+kernel void tile_order(device const u32* offsets [[buffer(0)]],
+    device const u32* readout [[buffer(1)]],
+    constant u32& numTiles [[buffer(2)]],
+    device u32* order [[buffer(3)]],
+    uint rlx_tid [[thread_position_in_threadgroup]],
+    uint rlx_bid [[threadgroup_position_in_grid]],
+    uint rlx_bdim [[threads_per_threadgroup]],
+    uint rlx_nblocks [[threadgroups_per_grid]],
+    uint rlx_lane [[thread_index_in_simdgroup]],
+    uint rlx_warp [[simdgroup_index_in_threadgroup]])
+{
+    SHARED u32 classes[128];
+    const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
+    const tile_order_args a = {offsets, readout, numTiles, order};
+    tile_order_body(th, a, classes);
+}
+
 #elif defined(RLX_BACKEND_EMU)
 
 extern "C" void emu_launch_tile_ranges(const u32* dims, void** args)
@@ -49,6 +82,15 @@ extern "C" void emu_launch_tile_ranges(const u32* dims, void** args)
     const tile_ranges_args a = {*(const GPTR u32* const*)args[0], *(const GPTR u32* const*)args[1], *(u32 const*)args[2], *(GPTR u32* const*)args[3]};
     emu::launch_body(dims, [&](Thr th) {
         tile_ranges_body(th, a);
+    });
+}
+
+extern "C" void emu_launch_tile_order(const u32* dims, void** args)
+{
+    const tile_order_args a = {*(const GPTR u32* const*)args[0], *(const GPTR u32* const*)args[1], *(u32 const*)args[2], *(GPTR u32* const*)args[3]};
+    emu::launch_body(dims, [&](Thr th) {
+        static u32 classes[128];
+        tile_order_body(th, a, classes);
     });
 }
 

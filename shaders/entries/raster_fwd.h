@@ -9,6 +9,7 @@
 struct raster_fwd_args {
     Raster rp;
     const GPTR u32* readout;
+    const GPTR u32* tileOrder;
     const GPTR u32* tileOffsets;
     const GPTR u32* ids;
     const GPTR float* opacity;
@@ -33,23 +34,23 @@ static_assert(sizeof(Staged<true>) == 20480, "entries/raster_fwd.h: shared Stage
 
 #if defined(RLX_BACKEND_CUDA)
 
-extern "C" __global__ void raster_fwd_ewa(Raster rp, const GPTR u32* readout, const GPTR u32* tileOffsets, const GPTR u32* ids, const GPTR float* opacity, const GPTR float* color, const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU, const GPTR float* rayA, const GPTR float* rays, GPTR float* image, GPTR float* finalT, GPTR u32* count, GPTR u32* tileWalk, GPTR float* chunkState)
+extern "C" __global__ void raster_fwd_ewa(Raster rp, const GPTR u32* readout, const GPTR u32* tileOrder, const GPTR u32* tileOffsets, const GPTR u32* ids, const GPTR float* opacity, const GPTR float* color, const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU, const GPTR float* rayA, const GPTR float* rays, GPTR float* image, GPTR float* finalT, GPTR u32* count, GPTR u32* tileWalk, GPTR float* chunkState)
 {
     __shared__ Staged<false> s;
     __shared__ u32 alive;
     __shared__ u32 longest;
     const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
-    const raster_fwd_args a = {rp, readout, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image, finalT, count, tileWalk, chunkState};
+    const raster_fwd_args a = {rp, readout, tileOrder, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image, finalT, count, tileWalk, chunkState};
     raster_fwd_ewa_body(th, a, s, alive, longest);
 }
 
-extern "C" __global__ void raster_fwd_ray(Raster rp, const GPTR u32* readout, const GPTR u32* tileOffsets, const GPTR u32* ids, const GPTR float* opacity, const GPTR float* color, const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU, const GPTR float* rayA, const GPTR float* rays, GPTR float* image, GPTR float* finalT, GPTR u32* count, GPTR u32* tileWalk, GPTR float* chunkState)
+extern "C" __global__ void raster_fwd_ray(Raster rp, const GPTR u32* readout, const GPTR u32* tileOrder, const GPTR u32* tileOffsets, const GPTR u32* ids, const GPTR float* opacity, const GPTR float* color, const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU, const GPTR float* rayA, const GPTR float* rays, GPTR float* image, GPTR float* finalT, GPTR u32* count, GPTR u32* tileWalk, GPTR float* chunkState)
 {
     __shared__ Staged<true> s;
     __shared__ u32 alive;
     __shared__ u32 longest;
     const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
-    const raster_fwd_args a = {rp, readout, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image, finalT, count, tileWalk, chunkState};
+    const raster_fwd_args a = {rp, readout, tileOrder, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image, finalT, count, tileWalk, chunkState};
     raster_fwd_ray_body(th, a, s, alive, longest);
 }
 
@@ -57,20 +58,21 @@ extern "C" __global__ void raster_fwd_ray(Raster rp, const GPTR u32* readout, co
 
 kernel void raster_fwd_ewa(constant Raster& rp [[buffer(0)]],
     device const u32* readout [[buffer(1)]],
-    device const u32* tileOffsets [[buffer(2)]],
-    device const u32* ids [[buffer(3)]],
-    device const float* opacity [[buffer(4)]],
-    device const float* color [[buffer(5)]],
-    device const float* mean2d [[buffer(6)]],
-    device const float* conic [[buffer(7)]],
-    device const float* rayU [[buffer(8)]],
-    device const float* rayA [[buffer(9)]],
-    device const float* rays [[buffer(10)]],
-    device float* image [[buffer(11)]],
-    device float* finalT [[buffer(12)]],
-    device u32* count [[buffer(13)]],
-    device u32* tileWalk [[buffer(14)]],
-    device float* chunkState [[buffer(15)]],
+    device const u32* tileOrder [[buffer(2)]],
+    device const u32* tileOffsets [[buffer(3)]],
+    device const u32* ids [[buffer(4)]],
+    device const float* opacity [[buffer(5)]],
+    device const float* color [[buffer(6)]],
+    device const float* mean2d [[buffer(7)]],
+    device const float* conic [[buffer(8)]],
+    device const float* rayU [[buffer(9)]],
+    device const float* rayA [[buffer(10)]],
+    device const float* rays [[buffer(11)]],
+    device float* image [[buffer(12)]],
+    device float* finalT [[buffer(13)]],
+    device u32* count [[buffer(14)]],
+    device u32* tileWalk [[buffer(15)]],
+    device float* chunkState [[buffer(16)]],
     uint rlx_tid [[thread_position_in_threadgroup]],
     uint rlx_bid [[threadgroup_position_in_grid]],
     uint rlx_bdim [[threads_per_threadgroup]],
@@ -82,26 +84,27 @@ kernel void raster_fwd_ewa(constant Raster& rp [[buffer(0)]],
     SHARED u32 alive;
     SHARED u32 longest;
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
-    const raster_fwd_args a = {rlx_copy(rp), readout, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image, finalT, count, tileWalk, chunkState};
+    const raster_fwd_args a = {rlx_copy(rp), readout, tileOrder, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image, finalT, count, tileWalk, chunkState};
     raster_fwd_ewa_body(th, a, s, alive, longest);
 }
 
 kernel void raster_fwd_ray(constant Raster& rp [[buffer(0)]],
     device const u32* readout [[buffer(1)]],
-    device const u32* tileOffsets [[buffer(2)]],
-    device const u32* ids [[buffer(3)]],
-    device const float* opacity [[buffer(4)]],
-    device const float* color [[buffer(5)]],
-    device const float* mean2d [[buffer(6)]],
-    device const float* conic [[buffer(7)]],
-    device const float* rayU [[buffer(8)]],
-    device const float* rayA [[buffer(9)]],
-    device const float* rays [[buffer(10)]],
-    device float* image [[buffer(11)]],
-    device float* finalT [[buffer(12)]],
-    device u32* count [[buffer(13)]],
-    device u32* tileWalk [[buffer(14)]],
-    device float* chunkState [[buffer(15)]],
+    device const u32* tileOrder [[buffer(2)]],
+    device const u32* tileOffsets [[buffer(3)]],
+    device const u32* ids [[buffer(4)]],
+    device const float* opacity [[buffer(5)]],
+    device const float* color [[buffer(6)]],
+    device const float* mean2d [[buffer(7)]],
+    device const float* conic [[buffer(8)]],
+    device const float* rayU [[buffer(9)]],
+    device const float* rayA [[buffer(10)]],
+    device const float* rays [[buffer(11)]],
+    device float* image [[buffer(12)]],
+    device float* finalT [[buffer(13)]],
+    device u32* count [[buffer(14)]],
+    device u32* tileWalk [[buffer(15)]],
+    device float* chunkState [[buffer(16)]],
     uint rlx_tid [[thread_position_in_threadgroup]],
     uint rlx_bid [[threadgroup_position_in_grid]],
     uint rlx_bdim [[threads_per_threadgroup]],
@@ -113,7 +116,7 @@ kernel void raster_fwd_ray(constant Raster& rp [[buffer(0)]],
     SHARED u32 alive;
     SHARED u32 longest;
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
-    const raster_fwd_args a = {rlx_copy(rp), readout, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image, finalT, count, tileWalk, chunkState};
+    const raster_fwd_args a = {rlx_copy(rp), readout, tileOrder, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image, finalT, count, tileWalk, chunkState};
     raster_fwd_ray_body(th, a, s, alive, longest);
 }
 
@@ -121,7 +124,7 @@ kernel void raster_fwd_ray(constant Raster& rp [[buffer(0)]],
 
 extern "C" void emu_launch_raster_fwd_ewa(const u32* dims, void** args)
 {
-    const raster_fwd_args a = {*(Raster const*)args[0], *(const GPTR u32* const*)args[1], *(const GPTR u32* const*)args[2], *(const GPTR u32* const*)args[3], *(const GPTR float* const*)args[4], *(const GPTR float* const*)args[5], *(const GPTR float* const*)args[6], *(const GPTR float* const*)args[7], *(const GPTR float* const*)args[8], *(const GPTR float* const*)args[9], *(const GPTR float* const*)args[10], *(GPTR float* const*)args[11], *(GPTR float* const*)args[12], *(GPTR u32* const*)args[13], *(GPTR u32* const*)args[14], *(GPTR float* const*)args[15]};
+    const raster_fwd_args a = {*(Raster const*)args[0], *(const GPTR u32* const*)args[1], *(const GPTR u32* const*)args[2], *(const GPTR u32* const*)args[3], *(const GPTR u32* const*)args[4], *(const GPTR float* const*)args[5], *(const GPTR float* const*)args[6], *(const GPTR float* const*)args[7], *(const GPTR float* const*)args[8], *(const GPTR float* const*)args[9], *(const GPTR float* const*)args[10], *(const GPTR float* const*)args[11], *(GPTR float* const*)args[12], *(GPTR float* const*)args[13], *(GPTR u32* const*)args[14], *(GPTR u32* const*)args[15], *(GPTR float* const*)args[16]};
     emu::launch_body(dims, [&](Thr th) {
         static Staged<false> s;
         static u32 alive;
@@ -132,7 +135,7 @@ extern "C" void emu_launch_raster_fwd_ewa(const u32* dims, void** args)
 
 extern "C" void emu_launch_raster_fwd_ray(const u32* dims, void** args)
 {
-    const raster_fwd_args a = {*(Raster const*)args[0], *(const GPTR u32* const*)args[1], *(const GPTR u32* const*)args[2], *(const GPTR u32* const*)args[3], *(const GPTR float* const*)args[4], *(const GPTR float* const*)args[5], *(const GPTR float* const*)args[6], *(const GPTR float* const*)args[7], *(const GPTR float* const*)args[8], *(const GPTR float* const*)args[9], *(const GPTR float* const*)args[10], *(GPTR float* const*)args[11], *(GPTR float* const*)args[12], *(GPTR u32* const*)args[13], *(GPTR u32* const*)args[14], *(GPTR float* const*)args[15]};
+    const raster_fwd_args a = {*(Raster const*)args[0], *(const GPTR u32* const*)args[1], *(const GPTR u32* const*)args[2], *(const GPTR u32* const*)args[3], *(const GPTR u32* const*)args[4], *(const GPTR float* const*)args[5], *(const GPTR float* const*)args[6], *(const GPTR float* const*)args[7], *(const GPTR float* const*)args[8], *(const GPTR float* const*)args[9], *(const GPTR float* const*)args[10], *(const GPTR float* const*)args[11], *(GPTR float* const*)args[12], *(GPTR float* const*)args[13], *(GPTR u32* const*)args[14], *(GPTR u32* const*)args[15], *(GPTR float* const*)args[16]};
     emu::launch_body(dims, [&](Thr th) {
         static Staged<true> s;
         static u32 alive;

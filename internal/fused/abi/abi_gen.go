@@ -46,15 +46,16 @@ const (
 
 // Block sizes of the kernels written for exactly one (their launch methods refuse others).
 const (
-	ScanBlocksBlock      = 256 // scan_blocks
-	ScanAddSumsBlock     = 256 // scan_add_sums
-	SortHistBlock        = 256 // sort_hist
-	SortScatterBlock     = 256 // sort_scatter
-	LossMapBlock         = 256 // loss_map
-	LossGradBlock        = 256 // loss_grad
-	LossFinishBlock      = 256 // loss_finish
-	RasterBwdChunksBlock = 256 // raster_bwd_chunks
-	AdamStepBlock        = 256 // adam_step
+	ScanBlocksBlock      = 256  // scan_blocks
+	ScanAddSumsBlock     = 256  // scan_add_sums
+	SortHistBlock        = 256  // sort_hist
+	SortScatterBlock     = 256  // sort_scatter
+	TileOrderBlock       = 1024 // tile_order
+	LossMapBlock         = 256  // loss_map
+	LossGradBlock        = 256  // loss_grad
+	LossFinishBlock      = 256  // loss_finish
+	RasterBwdChunksBlock = 256  // raster_bwd_chunks
+	AdamStepBlock        = 256  // adam_step
 )
 
 // Cam is struct Cam of shaders/abi.h: one view's camera and projection settings (prep.NewCam's float32 values).
@@ -475,10 +476,19 @@ type TileRangesArgs struct {
 	Offsets  Buf // written: u32
 }
 
+// TileOrderArgs are the parameters of tile_order (shaders/ranges.cu), in the kernel's order.
+type TileOrderArgs struct {
+	Offsets  Buf // read: u32
+	Readout  Buf // read: u32
+	NumTiles uint32
+	Order    Buf // written: u32
+}
+
 // RasterFwdArgs are the parameters of raster_fwd_ewa and raster_fwd_ray (shaders/raster_fwd.cu), in the kernel's order.
 type RasterFwdArgs struct {
 	Rp          Raster
 	Readout     Buf // read: u32
+	TileOrder   Buf // read: u32
 	TileOffsets Buf // read: u32
 	Ids         Buf // read: u32
 	Opacity     Buf // read: f32
@@ -701,6 +711,7 @@ type EngineKernels struct {
 	sortHist        gpu.Kernel
 	sortScatter     gpu.Kernel
 	tileRanges      gpu.Kernel
+	tileOrder       gpu.Kernel
 	rasterFwdEwa    gpu.Kernel
 	rasterFwdRay    gpu.Kernel
 	lossMap         gpu.Kernel
@@ -728,7 +739,7 @@ func LoadEngineKernels(dev gpu.Device) (*EngineKernels, error) {
 		{"bin.cu", []entry{{"bin_count", &k.binCount}, {"bin_count_big", &k.binCountBig}, {"bin_compact", &k.binCompact}, {"bin_rank", &k.binRank}, {"bin_total", &k.binTotal}, {"bin_emit", &k.binEmit}, {"bin_emit_big", &k.binEmitBig}}},
 		{"scan.cu", []entry{{"scan_blocks", &k.scanBlocks}, {"scan_add", &k.scanAdd}, {"scan_add_sums", &k.scanAddSums}}},
 		{"sort.cu", []entry{{"sort_hist", &k.sortHist}, {"sort_scatter", &k.sortScatter}}},
-		{"ranges.cu", []entry{{"tile_ranges", &k.tileRanges}}},
+		{"ranges.cu", []entry{{"tile_ranges", &k.tileRanges}, {"tile_order", &k.tileOrder}}},
 		{"raster_fwd.cu", []entry{{"raster_fwd_ewa", &k.rasterFwdEwa}, {"raster_fwd_ray", &k.rasterFwdRay}}},
 		{"loss.cu", []entry{{"loss_map", &k.lossMap}, {"loss_grad", &k.lossGrad}, {"loss_finish", &k.lossFinish}}},
 		{"raster_bwd.cu", []entry{{"raster_bwd_chunks", &k.rasterBwdChunks}, {"raster_bwd_ewa", &k.rasterBwdEwa}, {"raster_bwd_ray", &k.rasterBwdRay}}},
@@ -956,11 +967,22 @@ func (k *EngineKernels) TileRanges(grid, block gpu.Dim3, a TileRangesArgs) error
 	return l.run(k.dev, k.tileRanges)
 }
 
+// TileOrder launches tile_order (shaders/ranges.cu) on a grid of grid blocks of block threads.
+func (k *EngineKernels) TileOrder(grid, block gpu.Dim3, a TileOrderArgs) error {
+	l := newLaunch("tile_order", grid, block, 1024, 0, 4)
+	l.buf("offsets", a.Offsets, 4)
+	l.buf("readout", a.Readout, 4)
+	l.u32(a.NumTiles)
+	l.buf("order", a.Order, 4)
+	return l.run(k.dev, k.tileOrder)
+}
+
 // RasterFwdEwa launches raster_fwd_ewa (shaders/raster_fwd.cu) on a grid of grid blocks of block threads.
 func (k *EngineKernels) RasterFwdEwa(grid, block gpu.Dim3, a RasterFwdArgs) error {
-	l := newLaunch("raster_fwd_ewa", grid, block, 0, 0, 16)
+	l := newLaunch("raster_fwd_ewa", grid, block, 0, 0, 17)
 	l.bytes(a.Rp.Bytes())
 	l.buf("readout", a.Readout, 4)
+	l.buf("tileOrder", a.TileOrder, 4)
 	l.buf("tileOffsets", a.TileOffsets, 4)
 	l.buf("ids", a.Ids, 4)
 	l.buf("opacity", a.Opacity, 4)
@@ -980,9 +1002,10 @@ func (k *EngineKernels) RasterFwdEwa(grid, block gpu.Dim3, a RasterFwdArgs) erro
 
 // RasterFwdRay launches raster_fwd_ray (shaders/raster_fwd.cu) on a grid of grid blocks of block threads.
 func (k *EngineKernels) RasterFwdRay(grid, block gpu.Dim3, a RasterFwdArgs) error {
-	l := newLaunch("raster_fwd_ray", grid, block, 0, 0, 16)
+	l := newLaunch("raster_fwd_ray", grid, block, 0, 0, 17)
 	l.bytes(a.Rp.Bytes())
 	l.buf("readout", a.Readout, 4)
+	l.buf("tileOrder", a.TileOrder, 4)
 	l.buf("tileOffsets", a.TileOffsets, 4)
 	l.buf("ids", a.Ids, 4)
 	l.buf("opacity", a.Opacity, 4)
@@ -1296,8 +1319,9 @@ var Kernels = []KernelInfo{
 	{Name: "sort_hist", Unit: "sort.cu", Params: 6, InlineBytes: 40, SharedBytes: 1024, Block: 256, MaxThreads: 0},
 	{Name: "sort_scatter", Unit: "sort.cu", Params: 9, InlineBytes: 64, SharedBytes: 29728, Block: 256, MaxThreads: 0},
 	{Name: "tile_ranges", Unit: "ranges.cu", Params: 4, InlineBytes: 28, SharedBytes: 0, Block: 0, MaxThreads: 0},
-	{Name: "raster_fwd_ewa", Unit: "raster_fwd.cu", Params: 16, InlineBytes: 168, SharedBytes: 12296, Block: 0, MaxThreads: 0},
-	{Name: "raster_fwd_ray", Unit: "raster_fwd.cu", Params: 16, InlineBytes: 168, SharedBytes: 20488, Block: 0, MaxThreads: 0},
+	{Name: "tile_order", Unit: "ranges.cu", Params: 4, InlineBytes: 28, SharedBytes: 512, Block: 1024, MaxThreads: 0},
+	{Name: "raster_fwd_ewa", Unit: "raster_fwd.cu", Params: 17, InlineBytes: 176, SharedBytes: 12296, Block: 0, MaxThreads: 0},
+	{Name: "raster_fwd_ray", Unit: "raster_fwd.cu", Params: 17, InlineBytes: 176, SharedBytes: 20488, Block: 0, MaxThreads: 0},
 	{Name: "loss_map", Unit: "loss.cu", Params: 9, InlineBytes: 132, SharedBytes: 24568, Block: 256, MaxThreads: 256},
 	{Name: "loss_grad", Unit: "loss.cu", Params: 6, InlineBytes: 108, SharedBytes: 29364, Block: 256, MaxThreads: 0},
 	{Name: "loss_finish", Unit: "loss.cu", Params: 5, InlineBytes: 36, SharedBytes: 6144, Block: 256, MaxThreads: 0},

@@ -224,6 +224,8 @@ var Units = []Unit{
 	}},
 	{Name: "ranges", Set: "Engine", Kernels: []Kernel{
 		{Name: "tile_ranges", Params: []Param{in("keys", U32), in("readout", U32), sc("numTiles", U32), out("offsets", U32)}},
+		{Name: "tile_order", Params: []Param{in("offsets", U32), in("readout", U32), sc("numTiles", U32), out("order", U32)},
+			Block: 1024, Shared: []Shared{{"classes", U32, 128}}},
 	}},
 	{Name: "raster_fwd", Set: "Engine", Kernels: []Kernel{
 		{Name: "raster_fwd_ewa", Args: "raster_fwd", Params: rasterFwdParams,
@@ -294,7 +296,7 @@ var Units = []Unit{
 	}},
 }
 
-var rasterFwdParams = []Param{val("rp", "Raster"), in("readout", U32), in("tileOffsets", U32), in("ids", U32),
+var rasterFwdParams = []Param{val("rp", "Raster"), in("readout", U32), in("tileOrder", U32), in("tileOffsets", U32), in("ids", U32),
 	in("opacity", F32), in("color", F32), in("mean2d", F32), in("conic", F32), in("rayU", F32), in("rayA", F32),
 	in("rays", F32), out("image", F32), out("finalT", F32), out("count", U32), out("tileWalk", U32), out("chunkState", F32)}
 
