@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/rlxsplat/rlxsplat/internal/engine"
 	"github.com/rlxsplat/rlxsplat/internal/par"
@@ -18,14 +19,26 @@ import (
 // splats too large on screen or in the world (design.md §6).
 func (t *Trainer) densify(s int) error {
 	d := &t.opt.Densify
+	// Where a refinement's time goes, a metrics line per refinement: the host's share of the
+	// run is what refinements cost beyond the device's work.
+	ms := map[string]float64{}
+	at := time.Now()
+	lap := func(name string) {
+		now := time.Now()
+		ms[name] += msOf(now.Sub(at))
+		at = now
+	}
+	defer func() { t.logJSON(map[string]any{"step": s, "densify_ms": ms}) }()
 	st, err := t.eng.Stats()
 	if err != nil {
 		return fmt.Errorf("train: step %d: densification statistics: %w", s, err)
 	}
+	lap("stats")
 	g, err := t.eng.Shapes()
 	if err != nil {
 		return fmt.Errorf("train: step %d: %w", s, err)
 	}
+	lap("shapes")
 	edit := growEdit(g, st, d, t.ds.Extent, t.opt.Workers)
 	t.capGrowth(&edit, g.Len(), st)
 	if n := len(edit.Split) * edit.SplitN * 3; n > 0 {
@@ -34,10 +47,12 @@ func (t *Trainer) densify(s int) error {
 			edit.SplitSamples[i] = float32(t.rng.NormFloat64())
 		}
 	}
+	lap("select")
 	if len(edit.Clone)+len(edit.Split) > 0 {
 		if err := t.eng.Apply(edit); err != nil {
 			return fmt.Errorf("train: step %d: densify: %w", s, err)
 		}
+		lap("grow")
 		// Prune on the grown set, as the original does after clone and split. Apply
 		// zeroed the statistics, so they need no reading back.
 		if g, err = t.eng.Shapes(); err != nil {
@@ -45,12 +60,14 @@ func (t *Trainer) densify(s int) error {
 		}
 		n := g.Len()
 		st = engine.Stats{GradAccum: make([]float32, n), Count: make([]int32, n), MaxRadius: make([]float32, n)}
+		lap("shapes")
 	}
 	// The radii were measured on the step's photos, which coarse-to-fine training may have
 	// scaled down: the screen-size limit is in full-size pixels.
 	pd := *d
 	pd.MaxScreenSize /= float64(t.opt.coarseFactor(s))
 	remove, n := pruneMask(g, st, &pd, t.ds.Extent, s > d.ResetEvery && d.ResetEvery > 0, t.opt.Workers)
+	lap("select")
 	if n > 0 {
 		if n == g.Len() {
 			return fmt.Errorf("train: step %d: pruning would remove all %d Gaussians (opacity below %g)", s, n, d.PruneOpacity)
@@ -58,8 +75,11 @@ func (t *Trainer) densify(s int) error {
 		if err := t.eng.Apply(engine.Edit{Remove: remove}); err != nil {
 			return fmt.Errorf("train: step %d: prune: %w", s, err)
 		}
+		lap("prune")
 	}
-	return t.eng.ResetStats()
+	err = t.eng.ResetStats()
+	lap("reset")
+	return err
 }
 
 // growEdit selects the splats to clone and to split, in index order, with the splats cut into

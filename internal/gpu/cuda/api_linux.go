@@ -49,6 +49,8 @@ type cuAPI struct {
 	cuGraphExecDestroy         func(exec uintptr) int32                                          // optional
 	cuGraphDestroy             func(g uintptr) int32                                             // optional
 	cuGraphExecUpdate          func(exec uintptr, g uintptr, info *graphExecUpdateInfo) int32    // optional (CUDA 12+)
+	cuMemAllocHost             func(p *unsafe.Pointer, n uintptr) int32                          // optional
+	cuMemFreeHost              func(p unsafe.Pointer) int32                                      // optional
 }
 
 // graphExecUpdateInfo is CUgraphExecUpdateResultInfo: the result and the nodes it names.
@@ -102,6 +104,8 @@ func (a *cuAPI) symbols() []symbol {
 		optSym(&a.cuGraphExecDestroy, "cuGraphExecDestroy"),
 		optSym(&a.cuGraphDestroy, "cuGraphDestroy"),
 		optSym(&a.cuGraphExecUpdate, "cuGraphExecUpdate_v2"),
+		optSym(&a.cuMemAllocHost, "cuMemAllocHost_v2"),
+		optSym(&a.cuMemFreeHost, "cuMemFreeHost"),
 	}
 }
 

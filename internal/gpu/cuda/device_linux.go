@@ -37,6 +37,11 @@ type Device struct {
 	capturing bool
 	buffers   map[*buffer]struct{}
 	modules   map[*module]struct{}
+	// stage is the page-locked host buffer large downloads pass through (stageBytes, made at
+	// the first such download); stageOff says it could not be made, and they go straight to Go
+	// memory, which the driver copies through its own staging at a fraction of the speed.
+	stage    []byte
+	stageOff bool
 }
 
 var _ driver.Device = (*Device)(nil)
@@ -341,6 +346,11 @@ func (d *Device) Download(dst []byte, src driver.Buffer, off int) error {
 // that a guarantee, because dst belongs to the caller as soon as we return. dst is pinned for
 // the copy so that the Go runtime cannot move it while the driver writes. Owner thread only.
 func (d *Device) copyToHost(dst []byte, src uint64, stream uintptr, where string) error {
+	if len(dst) >= stageMin {
+		if st := d.staging(); st != nil {
+			return d.copyToHostStaged(dst, src, stream, st, where)
+		}
+	}
 	var pin runtime.Pinner
 	defer pin.Unpin()
 	pin.Pin(&dst[0])
@@ -349,6 +359,71 @@ func (d *Device) copyToHost(dst []byte, src uint64, stream uintptr, where string
 		return err
 	}
 	return d.check(d.api.cuStreamSynchronize(stream), "cuStreamSynchronize", "after download")
+}
+
+// Downloads of stageMin bytes or more pass through the page-locked stage, in halves of
+// stageBytes/2: a download of the densification's statistics and shapes (14 MB at 0.9M splats)
+// into Go memory ran at about 1.4 GB/s on an H100 host, the driver copying through its own
+// staging; into page-locked memory the copy runs at the link's speed, and the copy out of it
+// into Go memory overlaps the transfer of the next half.
+const (
+	stageBytes = 16 << 20
+	stageMin   = 256 << 10
+)
+
+// staging returns the stage, making it at the first call; nil where page-locked memory is not
+// to be had (the driver lacks cuMemAllocHost or refused it), which is not an error: downloads
+// then take the direct path. Owner thread only.
+func (d *Device) staging() []byte {
+	if d.stage != nil || d.stageOff {
+		return d.stage
+	}
+	if d.api.cuMemAllocHost == nil || d.api.cuMemFreeHost == nil {
+		d.stageOff = true
+		return nil
+	}
+	var p unsafe.Pointer
+	if d.api.cuMemAllocHost(&p, stageBytes) != cudaSuccess || p == nil {
+		d.stageOff = true
+		return nil
+	}
+	d.stage = unsafe.Slice((*byte)(p), stageBytes)
+	return d.stage
+}
+
+// copyToHostStaged is copyToHost through the stage st: each half is filled by the device while
+// the host copies the other out.
+func (d *Device) copyToHostStaged(dst []byte, src uint64, stream uintptr, st []byte, where string) error {
+	half := len(st) / 2
+	fill := func(k, off int) (int, error) { // the chunk at off into half k
+		n := min(half, len(dst)-off)
+		return n, d.check(d.api.cuMemcpyDtoHAsync(unsafe.Pointer(&st[k*half]), src+uint64(off), uintptr(n), stream),
+			"cuMemcpyDtoHAsync_v2", where)
+	}
+	wait := func() error { return d.check(d.api.cuStreamSynchronize(stream), "cuStreamSynchronize", "after download") }
+	n, err := fill(0, 0)
+	if err != nil {
+		return err
+	}
+	if err := wait(); err != nil {
+		return err
+	}
+	for off, k := 0, 0; off < len(dst); k ^= 1 {
+		next, nn := off+n, 0
+		if next < len(dst) {
+			if nn, err = fill(k^1, next); err != nil {
+				return err
+			}
+		}
+		copy(dst[off:next], st[k*half:k*half+n])
+		if next < len(dst) {
+			if err := wait(); err != nil {
+				return err
+			}
+		}
+		off, n = next, nn
+	}
+	return nil
 }
 
 // DownloadAfter waits for the event after, then copies len(dst) bytes from src at off into dst
@@ -912,6 +987,10 @@ func (d *Device) Close() error {
 				errs = append(errs, d.check(a.cuModuleUnload(m.mod), "cuModuleUnload", m.info.Source))
 			}
 			d.buffers, d.modules = nil, nil
+			if d.stage != nil {
+				errs = append(errs, d.check(a.cuMemFreeHost(unsafe.Pointer(&d.stage[0])), "cuMemFreeHost", "at close"))
+				d.stage = nil
+			}
 			errs = append(errs,
 				d.check(a.cuStreamDestroy(d.readback), "cuStreamDestroy_v2", "readback stream"),
 				d.check(a.cuStreamDestroy(d.stream), "cuStreamDestroy_v2", ""),

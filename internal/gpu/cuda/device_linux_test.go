@@ -144,7 +144,9 @@ func TestErrorNamesMatchDriver(t *testing.T) {
 func TestRoundTrip(t *testing.T) {
 	d := openTest(t, driver.Options{})
 	rng := rand.New(rand.NewPCG(seed, 1))
-	for _, size := range []int{1, 3, 4096, 1<<20 + 7} {
+	// Downloads from stageMin bytes on pass through the page-locked stage in halves: sizes
+	// below, at and across its halves.
+	for _, size := range []int{1, 3, 4096, stageMin - 1, stageMin, 1<<20 + 7, stageBytes / 2, 3*stageBytes/2 + 7} {
 		for _, off := range []int{0, 5} {
 			t.Run(fmt.Sprintf("%d@%d", size, off), func(t *testing.T) {
 				b, err := d.Alloc(size + off + 11)
