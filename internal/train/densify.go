@@ -58,9 +58,9 @@ func (t *Trainer) densify(s int) error {
 		if g, err = t.eng.Shapes(); err != nil {
 			return fmt.Errorf("train: step %d: %w", s, err)
 		}
+		lap("regrown shapes")
 		n := g.Len()
 		st = engine.Stats{GradAccum: make([]float32, n), Count: make([]int32, n), MaxRadius: make([]float32, n)}
-		lap("shapes")
 	}
 	// The radii were measured on the step's photos, which coarse-to-fine training may have
 	// scaled down: the screen-size limit is in full-size pixels.
