@@ -400,7 +400,9 @@ func (d *Device) copyToHostStaged(dst []byte, src uint64, stream uintptr, st []b
 		return n, d.check(d.api.cuMemcpyDtoHAsync(unsafe.Pointer(&st[k*half]), src+uint64(off), uintptr(n), stream),
 			"cuMemcpyDtoHAsync_v2", where)
 	}
-	wait := func() error { return d.check(d.api.cuStreamSynchronize(stream), "cuStreamSynchronize", "after download") }
+	wait := func() error {
+		return d.check(d.api.cuStreamSynchronize(stream), "cuStreamSynchronize", "after download")
+	}
 	n, err := fill(0, 0)
 	if err != nil {
 		return err
