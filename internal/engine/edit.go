@@ -91,6 +91,34 @@ func ApplyEdit(g *splat.Gaussians, e Edit, p EditPlan) *splat.Gaussians {
 	return out
 }
 
+// childLogScale is a split child's log-scale for its parent's scale s (exp of the log-scale).
+func childLogScale(s float64, div float32) float32 { return float32(math.Log(s / float64(div))) }
+
+// EditShapes returns the shapes of the splats after edit e, from their shapes g before it:
+// what Shapes reads back once an engine has applied e (each row a copy of its source's, a split
+// child's log-scales its parent's divided as SplitChildren divides them, to the bit), so that
+// the host need not wait for the edit to read them.
+func EditShapes(g Shapes, e Edit) (Shapes, error) {
+	p, err := PlanEdit(e, g.Len())
+	if err != nil {
+		return Shapes{}, err
+	}
+	out := Shapes{LogScales: make([]float32, 3*len(p.Src)), OpacityLogits: make([]float32, len(p.Src))}
+	for j, i := range p.Src {
+		copy(out.LogScales[3*j:3*j+3], g.LogScales[3*i:3*i+3])
+		out.OpacityLogits[j] = g.OpacityLogits[i]
+	}
+	for k, parent := range e.Split {
+		for a := 0; a < 3; a++ {
+			l := childLogScale(math.Exp(float64(g.LogScales[int(parent)*3+a])), e.SplitScaleDiv)
+			for c := 0; c < e.SplitN; c++ {
+				out.LogScales[(p.Children+k*e.SplitN+c)*3+a] = l
+			}
+		}
+	}
+	return out, nil
+}
+
 // SplitChildren computes the mean and log-scales of child c of every split
 // k of e from its parent's geometry (means, logScales, quats of all splats,
 // in splat.Gaussians' layout) and hands them to set. Engines that keep the
@@ -111,7 +139,7 @@ func SplitChildren(means, logScales, quats []float32, e Edit, set func(k, c int,
 			for a := 0; a < 3; a++ {
 				off := r[a][0]*s[0]*float64(smp[0]) + r[a][1]*s[1]*float64(smp[1]) + r[a][2]*s[2]*float64(smp[2])
 				mean[a] = float32(float64(means[i*3+a]) + off)
-				logScale[a] = float32(math.Log(s[a] / float64(e.SplitScaleDiv)))
+				logScale[a] = childLogScale(s[a], e.SplitScaleDiv)
 			}
 			set(k, c, mean, logScale)
 		}
