@@ -8,7 +8,7 @@
 //   of a source splat's field; taking splat j = t mod newN of field element t / newN instead
 //   spread a warp's words a row apart, up to 48 floats, and on bonsai the shapes read back
 //   after a growth waited 11–16 ms at 0.6–0.8M splats for the work the edit had queued, three
-//   such gathers the bulk of it). dst[j] = src[srcIdx[j]] field
+//   such gathers among it). dst[j] = src[srcIdx[j]] field
 //   by field, re-laid out from oldN to newN splats; with zeroFresh set, splats j ≥ fresh get
 //   0 (new splats start with zero moments).
 //   src [59·oldN] f32, dst [59·newN] f32 (distinct buffers), srcIdx [newN] i32 < oldN.
