@@ -104,10 +104,8 @@ func EditShapes(g Shapes, e Edit) (Shapes, error) {
 		return Shapes{}, err
 	}
 	out := Shapes{LogScales: make([]float32, 3*len(p.Src)), OpacityLogits: make([]float32, len(p.Src))}
-	for j, i := range p.Src {
-		copy(out.LogScales[3*j:3*j+3], g.LogScales[3*i:3*i+3])
-		out.OpacityLogits[j] = g.OpacityLogits[i]
-	}
+	splat.GatherRows(out.LogScales, g.LogScales, 3, p.Src)
+	splat.GatherRows(out.OpacityLogits, g.OpacityLogits, 1, p.Src)
 	for k, parent := range e.Split {
 		for a := 0; a < 3; a++ {
 			l := childLogScale(math.Exp(float64(g.LogScales[int(parent)*3+a])), e.SplitScaleDiv)

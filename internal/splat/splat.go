@@ -140,12 +140,23 @@ func Gather[F Float](g *GaussiansOf[F], src []int32) *GaussiansOf[F] {
 	out := Zeros[F](len(src))
 	from, to := g.Fields(), out.Fields()
 	for fi := range from {
-		w := from[fi].Width
-		for i, s := range src {
-			if s >= 0 {
-				copy(to[fi].Data[i*w:(i+1)*w], from[fi].Data[int(s)*w:(int(s)+1)*w])
-			}
-		}
+		GatherRows(to[fi].Data, from[fi].Data, from[fi].Width, src)
 	}
 	return out
+}
+
+// GatherRows sets row j of dst (rows of w values) to row src[j] of from, leaving it as it is
+// where src[j] is −1. A run of consecutive sources is one copy: an edit keeps its splats in
+// order, and a copy a row took ~10 ms for a million splats' shapes.
+func GatherRows[F Float](dst, from []F, w int, src []int32) {
+	for j := 0; j < len(src); {
+		k := j + 1
+		for k < len(src) && src[k-1] >= 0 && src[k] == src[k-1]+1 {
+			k++
+		}
+		if s := int(src[j]); s >= 0 {
+			copy(dst[j*w:k*w], from[s*w:(s+k-j)*w])
+		}
+		j = k
+	}
 }

@@ -2,8 +2,49 @@ package splat
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
+
+// TestGatherRows checks the run-at-a-time copy against a row-at-a-time one for orders with runs,
+// breaks, repeats, reversals and −1 entries.
+func TestGatherRows(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		src  []int32
+	}{
+		{"empty", nil},
+		{"identity", []int32{0, 1, 2, 3, 4, 5}},
+		{"kept with a gap", []int32{0, 1, 3, 4, 5}},
+		{"then clones and children", []int32{0, 2, 3, 4, 1, 5, 5, 3, 3}},
+		{"descending", []int32{5, 4, 3, 2, 1, 0}},
+		{"holes", []int32{-1, 0, 1, -1, -1, 2, 3, -1}},
+		{"run ending the source", []int32{4, 5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, w := range []int{1, 3, 48} {
+				from := make([]float32, 6*w)
+				for i := range from {
+					from[i] = float32(i + 1)
+				}
+				got := make([]float32, len(tc.src)*w)
+				want := make([]float32, len(tc.src)*w)
+				for i := range got {
+					got[i], want[i] = -7, -7
+				}
+				for j, s := range tc.src {
+					if s >= 0 {
+						copy(want[j*w:(j+1)*w], from[int(s)*w:])
+					}
+				}
+				GatherRows(got, from, w, tc.src)
+				if !slices.Equal(got, want) {
+					t.Fatalf("width %d: got %v, want %v", w, got, want)
+				}
+			}
+		})
+	}
+}
 
 func TestGather(t *testing.T) {
 	g := New(3)
