@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -46,19 +47,30 @@ func TestEditShapesMatchApplyEdit(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := ApplyEdit(g, e, p)
-			got, err := EditShapes(Shapes{LogScales: g.LogScales, OpacityLogits: g.OpacityLogits}, e)
-			if err != nil {
-				t.Fatal(err)
+			// Into fresh arrays, into arrays too short, and into arrays long enough holding junk.
+			short := Shapes{LogScales: make([]float32, 3), OpacityLogits: make([]float32, 1)}
+			long := Shapes{LogScales: make([]float32, 3*want.Len()+9), OpacityLogits: make([]float32, want.Len()+3)}
+			for i := range long.LogScales {
+				long.LogScales[i] = float32(math.NaN())
 			}
-			if got.Len() != want.Len() || !slices.Equal(got.LogScales, want.LogScales) || !slices.Equal(got.OpacityLogits, want.OpacityLogits) {
-				t.Fatalf("EditShapes differs from ApplyEdit: %d splats, want %d", got.Len(), want.Len())
+			for _, dst := range []Shapes{{}, short, long} {
+				got, err := EditShapes(dst, Shapes{LogScales: g.LogScales, OpacityLogits: g.OpacityLogits}, e)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.Len() != want.Len() || !slices.Equal(got.LogScales, want.LogScales) || !slices.Equal(got.OpacityLogits, want.OpacityLogits) {
+					t.Fatalf("EditShapes (into %d splats) differs from ApplyEdit: %d splats, want %d", dst.Len(), got.Len(), want.Len())
+				}
+				if len(got.LogScales) > 0 && cap(dst.LogScales) >= len(got.LogScales) && &got.LogScales[0] != &dst.LogScales[0] {
+					t.Fatal("EditShapes did not reuse arrays large enough")
+				}
 			}
-			if got.Len() == n {
+			if want.Len() == n {
 				t.Fatal("the edit changed no count: the test checks little")
 			}
 		})
 	}
-	if _, err := EditShapes(Shapes{LogScales: make([]float32, 6), OpacityLogits: make([]float32, 2)}, Edit{Clone: []int32{5}}); err == nil {
+	if _, err := EditShapes(Shapes{}, Shapes{LogScales: make([]float32, 6), OpacityLogits: make([]float32, 2)}, Edit{Clone: []int32{5}}); err == nil {
 		t.Error("an edit naming splat 5 of 2: no error")
 	}
 }

@@ -55,14 +55,16 @@ func (t *Trainer) densify(s int) error {
 		lap("grow")
 		// Prune on the grown set, as the original does after clone and split: its shapes
 		// follow from the edit (engine.EditShapes), so the host goes on while the device
-		// moves the rows (reading them back waited 11-16 ms a growth at 0.6-0.8M splats).
-		// Apply zeroed the statistics, so they need no reading back either.
-		if g, err = engine.EditShapes(g, edit); err != nil {
+		// moves the rows (reading them back waited 11-16 ms a growth at 0.6-0.8M splats),
+		// written into the arrays the last growth used.
+		if g, err = engine.EditShapes(t.grown, g, edit); err != nil {
 			return fmt.Errorf("train: step %d: densify: %w", s, err)
 		}
+		t.grown = g
 		lap("regrown shapes")
-		n := g.Len()
-		st = engine.Stats{GradAccum: make([]float32, n), Count: make([]int32, n), MaxRadius: make([]float32, n)}
+		// Apply zeroed the statistics: no screen radius is left to prune on, as in the
+		// original, whose densification_postfix zeroes max_radii2D before its prune.
+		st = engine.Stats{}
 	}
 	// The radii were measured on the step's photos, which coarse-to-fine training may have
 	// scaled down: the screen-size limit is in full-size pixels.
@@ -178,7 +180,8 @@ func pruneRange(g engine.Shapes, st engine.Stats, d *DensifyOptions, extent floa
 	n := 0
 	faint := newOpacityBelow(d.PruneOpacity)
 	huge := newScaleAbove(d.MaxWorldScale * extent)
-	screen, world := d.MaxScreenSize > 0 && big, d.MaxWorldScale > 0 && big
+	// Statistics without radii (zeroed by a growth) leave nothing above the screen limit.
+	screen, world := d.MaxScreenSize > 0 && big && st.MaxRadius != nil, d.MaxWorldScale > 0 && big
 	logits, radii := g.OpacityLogits, st.MaxRadius
 	for i := lo; i < hi; i++ {
 		// Every test is evaluated and the answers combined without branches: on real

@@ -100,6 +100,12 @@ func TestPruneMask(t *testing.T) {
 					if count != c {
 						t.Fatalf("opacity %v, world %v: count %d, want %d", th, world, count, c)
 					}
+					// Statistics zeroed by a growth carry no radii: the screen test prunes nothing.
+					d0 := *d
+					d0.MaxScreenSize = 0
+					if noRadii, _ := pruneMask(g, engine.Stats{}, d, extent, big, 3); !slices.Equal(noRadii, pruneMaskExact(g, st, &d0, extent, big)) {
+						t.Fatalf("opacity %v, world %v, screen %v, big %v: without radii the mask is not the one without the screen test", th, world, screen, big)
+					}
 				}
 			}
 		}

@@ -40,6 +40,10 @@ type Trainer struct {
 	order    []int // shuffled training-view order of the current epoch
 	orderPos int
 
+	// grown holds the arrays a growth's shapes were last derived into (densify), reused by
+	// the next growth.
+	grown engine.Shapes
+
 	curve   []curvePoint
 	metrics *os.File
 	emit    func(Event)
