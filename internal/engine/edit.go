@@ -24,15 +24,25 @@ func PlanEdit(e Edit, n int) (EditPlan, error) {
 	if e.Remove != nil && len(e.Remove) != n {
 		return EditPlan{}, fmt.Errorf("engine: edit: remove mask has %d entries for %d splats", len(e.Remove), n)
 	}
-	split := make([]bool, n)
-	for _, i := range e.Split {
+	// A split list in increasing order (as densification makes it) is merged into the walk
+	// below; any other order is marked in a flag per splat first.
+	var split []bool
+	for k, i := range e.Split {
 		if i < 0 || int(i) >= n {
 			return EditPlan{}, fmt.Errorf("engine: edit: split index %d outside 0..%d", i, n-1)
 		}
-		if split[i] {
-			return EditPlan{}, fmt.Errorf("engine: edit: splat %d split twice", i)
+		if split == nil && k > 0 && i <= e.Split[k-1] {
+			split = make([]bool, n)
+			for _, j := range e.Split[:k] {
+				split[j] = true
+			}
 		}
-		split[i] = true
+		if split != nil {
+			if split[i] {
+				return EditPlan{}, fmt.Errorf("engine: edit: splat %d split twice", i)
+			}
+			split[i] = true
+		}
 	}
 	for _, i := range e.Clone {
 		if i < 0 || int(i) >= n {
@@ -61,8 +71,16 @@ func PlanEdit(e Edit, n int) (EditPlan, error) {
 	}
 	// Sized once: appending grew a slice of a million entries some twenty times.
 	p.Src = make([]int32, 0, max(n-removed-len(e.Split), 0)+len(e.Clone)+len(e.Split)*e.SplitN)
+	next := 0 // the next split of an increasing list
 	for i := 0; i < n; i++ {
-		if split[i] || (e.Remove != nil && e.Remove[i]) {
+		if split != nil && split[i] {
+			continue
+		}
+		if split == nil && next < len(e.Split) && int(e.Split[next]) == i {
+			next++
+			continue
+		}
+		if e.Remove != nil && e.Remove[i] {
 			continue
 		}
 		p.Src = append(p.Src, int32(i))

@@ -74,3 +74,85 @@ func TestEditShapesMatchApplyEdit(t *testing.T) {
 		t.Error("an edit naming splat 5 of 2: no error")
 	}
 }
+
+// planRef is PlanEdit's plan by its definition: the splats neither split nor removed, in order,
+// then the clones, then each split's children.
+func planRef(e Edit, n int) EditPlan {
+	split := map[int32]bool{}
+	for _, i := range e.Split {
+		split[i] = true
+	}
+	var p EditPlan
+	for i := range int32(n) {
+		if !split[i] && (e.Remove == nil || !e.Remove[i]) {
+			p.Src = append(p.Src, i)
+		}
+	}
+	p.Fresh = len(p.Src)
+	p.Src = append(p.Src, e.Clone...)
+	p.Children = len(p.Src)
+	for _, i := range e.Split {
+		for range e.SplitN {
+			p.Src = append(p.Src, i)
+		}
+	}
+	return p
+}
+
+// TestPlanEdit checks plans for split lists in increasing order (merged into the walk) and in
+// any other order (flagged first) against the definition, and the errors of both paths.
+func TestPlanEdit(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	const n = 200
+	for _, tc := range []struct {
+		name   string
+		order  func([]int32)
+		remove bool
+	}{
+		{"increasing", slices.Sort[[]int32], false},
+		{"increasing, with removals", slices.Sort[[]int32], true},
+		{"shuffled", func(s []int32) { rng.Shuffle(len(s), func(a, b int) { s[a], s[b] = s[b], s[a] }) }, true},
+		{"decreasing", func(s []int32) { slices.Reverse(s) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := Edit{SplitN: 3, SplitScaleDiv: 2.4}
+			if tc.remove {
+				e.Remove = make([]bool, n)
+			}
+			for i := range int32(n) {
+				switch {
+				case i%7 == 2:
+					e.Split = append(e.Split, i)
+				case i%5 == 1:
+					e.Clone = append(e.Clone, i)
+				case tc.remove && i%4 == 0:
+					e.Remove[i] = true
+				}
+			}
+			e.Split = append(e.Split, n-1) // a split at the last index
+			tc.order(e.Split)
+			e.SplitSamples = make([]float32, len(e.Split)*e.SplitN*3)
+			p, err := PlanEdit(e, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := planRef(e, n)
+			if !slices.Equal(p.Src, want.Src) || p.Fresh != want.Fresh || p.Children != want.Children {
+				t.Fatalf("plan (fresh %d, children %d, %d rows) differs from the definition's (fresh %d, children %d, %d rows)",
+					p.Fresh, p.Children, len(p.Src), want.Fresh, want.Children, len(want.Src))
+			}
+			twice := slices.Clone(e.Split)
+			twice = append(twice, twice[len(twice)/2])
+			tc.order(twice)
+			e.Split, e.SplitSamples = twice, make([]float32, len(twice)*e.SplitN*3)
+			if _, err := PlanEdit(e, n); err == nil {
+				t.Error("a splat split twice: no error")
+			}
+			e.Split = append(slices.Clone(twice[:1]), n)
+			e.SplitSamples = make([]float32, len(e.Split)*e.SplitN*3)
+			if _, err := PlanEdit(e, n); err == nil {
+				t.Error("a split index past the end: no error")
+			}
+		})
+	}
+}
