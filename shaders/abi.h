@@ -26,6 +26,8 @@
 #define RO_BIG 10
 // readout word: words of hit bits the queued splats asked for
 #define RO_BIGBITS 11
+// readout word: segments after the first that raster_fwd's first pass queued for its second
+#define RO_SEGS 12
 // words of the readout block
 #define RO_WORDS 16
 // elements one scan_blocks block covers (256 threads × 4)
@@ -38,6 +40,8 @@
 #define SORT_CHUNK 3072u
 // tile-list entries one raster_bwd block walks (raster.h: chunks and their states)
 #define CHUNK 64u
+// tile-list entries one raster_fwd block walks (raster.h: segments; internal/raster's SegmentEntries)
+#define SEGMENT 512u
 // output pixels per edge of loss.cu's square tiles, one block of 256 threads each
 #define LOSS_TILE 16u
 // project_bwd's most threads a block: the rows of SH coefficients it stages

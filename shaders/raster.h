@@ -35,6 +35,35 @@ DEVICE u32 chunk_slot(u32 tile, u32 o, u32 c) { return o / CHUNK + tile + c; }
 // slots).
 DEVICE u64 chunk_state(u32 slot, u32 P) { return (u64)slot * (u64)(4u * P); }
 
+// Segments: raster_fwd walks a tile's list in segments of SEGMENT entries (abi.h), so that the
+// forward no longer waits on one block walking the longest list (a trained bonsai view: 2 965
+// entries against a mean of 324). Segment s of a list of L entries is entries [s·SEGMENT,
+// min((s+1)·SEGMENT, L)); a list of at most SEGMENT entries (or every list, when rp.maxSteps
+// caps the blends: whole) is one segment. A pixel walks each segment from T = 1 and colour 0,
+// finishing it (without blending) where T·(1−alpha) would fall below TERMINATE_T; the segments
+// are then folded in order, C ← C + T·c and T ← T·t, up to the first that finished the pixel
+// or after which T < TERMINATE_T. A one-segment list is the plain front-to-back walk, to the
+// bit (internal/raster's Render folds the same way). Only past a crossing of TERMINATE_T inside
+// a segment can the two differ: the segment walks on until its own T falls that low, blending
+// splats of weight below 1e-4.
+//
+// raster_fwd's first pass walks every tile's first segment, a block each; where pixels are
+// still walking at its end it queues the list's other segments for the second pass, which
+// walks them all at once, a block each (a walk's later segments cannot know where the earlier
+// ones left it: walking them in the first pass too cost 5× the forward on a scene whose pixels
+// all finish early). raster_fwd_join folds the queued lists.
+static_assert(SEGMENT % BATCH == 0, "SEGMENT must be a multiple of BATCH");
+
+// seg_count is the segments of a list of len entries (whole: one).
+DEVICE u32 seg_count(u32 len, u32 whole) { return whole != 0u || len <= SEGMENT ? 1u : (len + SEGMENT - 1u) / SEGMENT; }
+
+// Segment states: for a queued list, the block of segment s stores each pixel's T and colour r,
+// g, b in slot seg_slot(tile, o, s) of segState (four planes of P floats, as the chunk states),
+// and its count | SEG_DONE (finished in the segment) in plane seg_slot(...) of segCount. Slots
+// as chunk_slot's with SEGMENT for CHUNK: below ⌊entries/SEGMENT⌋ + tiles.
+DEVICE u32 seg_slot(u32 tile, u32 o, u32 s) { return o / SEGMENT + tile + s; }
+#define SEG_DONE 0x80000000u
+
 // Staged floats per splat: EWA mx, my, a, b, c (5; the forward stages a/2 and c/2); ray u[3],
 // A[9], ‖u‖² (13).
 #define GEO_EWA 5

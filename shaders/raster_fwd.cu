@@ -3,17 +3,22 @@
 //
 // raster_fwd_ewa, raster_fwd_ray: the same kernel compiled for each render model (the host
 //   launches the one of its rp.model), so that the per-splat loop carries no model test and
-//   EWA stages and reads only its 5 geometry floats. One block per tile (tile tileOrder[th.bid],
-//   tile ids row-major; ranges.cu's tile_order puts the longest lists first), one thread per pixel of the tile (th.tid = ly*tileSize + lx; blockDim is
-//   tileSize² rounded up to whole warps, and threads past the tile, or past the image edge,
-//   only help stage splats). The tile's list is walked in batches of BATCH splats staged in
-//   shared memory. Per pixel and entry: skip when alpha < alphaMin; finish (without blending)
-//   when T·(1−alpha) < 1e-4; else add colour·alpha·T. A pixel also finishes after
-//   rp.maxSteps blends when that is not 0.
-//   readout: nothing runs when readout[RO_ABORT] is set
+//   EWA stages and reads only its 5 geometry floats. Two passes (raster.h, segments): pass 0
+//   runs a block per tile, tile tileOrder[bid] (ranges.cu's tile_order puts the longest lists
+//   first), on its list's first segment; pass 1 a block per segment the first queued, segItems
+//   pair bid (tile, segment) below readout[RO_SEGS] (blocks past it leave), for the pixels
+//   that did not finish in the first segment. One thread per
+//   pixel of the tile (th.tid = ly*tileSize + lx; blockDim is tileSize² rounded up to whole
+//   warps, and threads past the tile, or past the image edge, only help stage splats). The
+//   segment is walked in batches of BATCH splats staged in shared memory, from T = 1. Per
+//   pixel and entry: skip when alpha < alphaMin; finish (without blending) when T·(1−alpha) <
+//   1e-4; else add colour·alpha·T. A pixel also finishes after rp.maxSteps blends when that is
+//   not 0 (then every list is one segment).
+//   readout: nothing runs when readout[RO_ABORT] is set; RO_SEGS counts the queued segments
 //   tileOffsets [tiles+1] u32, ids [entries] u32 (sorted lists)
 //   opacity [n], color [n,3], mean2d [n,2], conic [n,3] (EWA), rayU [n,3], rayA [n,9] (ray) f32
 //   rays [H*W,3] f32 (ray model: per-pixel world directions; any buffer for EWA)
+//   Where pass 0 finishes the tile (one segment, or no pixel walking at the first's end):
 //   image [H*W,3] f32 = Σ cᵢαᵢTᵢ + T·bg; finalT [H*W] f32; count [H*W] u32: entries of the
 //   tile's list walked up to and including the last one blended (the backward starts there).
 //   tileWalk [tiles] u32: the tile's longest count (raster_bwd runs blocks for its chunks up to
@@ -21,6 +26,14 @@
 //   when it reaches entry k = (c+1)·CHUNK of its tile's list stores T and the front colour
 //   after entries [0, k) in the slot of chunk c, where raster_bwd's block for that chunk
 //   starts. Only stores are added for the backward: the image is the same.
+//   segCont [tiles] u32: pass 0 sets 1 where it queued the tile's other segments, else 0.
+//   Then each segment's block stores its pixels' T, colour and count (tile-relative) |
+//   SEG_DONE where the pixel finished in segState, segCount, and its chunk states from its
+//   own start (T = 1), except at its first entry; segItems [segments after the first, 2] u32.
+// raster_fwd_join: one block per tile, threads as raster_fwd's; tiles pass 0 finished leave.
+//   Folds each pixel's segments in order (raster.h), writes image, finalT, count and tileWalk
+//   as above, the chunk state at each segment's start, and turns the segments' own chunk
+//   states into the walk's (T·t, C + T·c) where the backward can read them.
 #include "prelude.h"
 #include "common.h"
 #include "readout.h"
@@ -35,7 +48,14 @@ DEVICE void raster_fwd_run(Thr th, raster_fwd_args a, SPTR Staged<RAY>& s, SPTR 
     if (a.readout[RO_ABORT]) return;
     const Raster& rp = a.rp;
     const GPTR float* rays = a.rays;
-    u32 tile = a.tileOrder[th.bid];
+    u32 tile, seg = 0u;
+    if (a.pass == 0u) {
+        tile = a.tileOrder[th.bid];
+    } else {
+        if (th.bid >= a.readout[RO_SEGS]) return; // the same for the whole block, before any barrier
+        tile = a.segItems[2u * th.bid];
+        seg = a.segItems[2u * th.bid + 1u];
+    }
     int ts = rp.tileSize;
     int x = (int)(tile % (u32)rp.tilesX) * ts + (int)(th.tid % (u32)ts);
     int y = (int)(tile / (u32)rp.tilesX) * ts + (int)(th.tid / (u32)ts);
@@ -51,18 +71,25 @@ DEVICE void raster_fwd_run(Thr th, raster_fwd_args a, SPTR Staged<RAY>& s, SPTR 
     u32 cnt = 0, hits = 0;
     bool done = !inside;
     u32 start = a.tileOffsets[tile], end = a.tileOffsets[tile + 1];
+    u32 nseg = seg_count(end - start, (u32)rp.maxSteps);
+    u32 P = (u32)(ts * ts);
+    // A pixel that finished in its first segment has no later one to walk (the join never reads
+    // it, nor the backward its chunk states): on a scene whose pixels mostly finish early the
+    // second pass would otherwise walk every queued segment for every pixel of its tile.
+    if (seg > 0u && inside) done = (a.segCount[(u64)seg_slot(tile, start, 0u) * (u64)P + th.tid] & SEG_DONE) != 0u;
+    u32 lo = start + seg * (u32)SEGMENT;
+    u32 hi = nseg == 1u || end - lo < (u32)SEGMENT ? end : lo + (u32)SEGMENT;
     // This pixel's words of the tile's chunk states (chunk c's plane q at +c·4P + q·P); only
     // dereferenced at a boundary inside the list, so never for a tile without chunks.
-    u32 P = (u32)(ts * ts);
     GPTR float* st = a.chunkState + chunk_state(chunk_slot(tile, start, 0u), P) + th.tid;
     if (th.tid == 0u) longest = 0u; // ordered before the maxima below by the loop's or the final barrier
-    for (u32 b0 = start; b0 < end; b0 += BATCH) {
+    for (u32 b0 = lo; b0 < hi; b0 += BATCH) {
         if (th.tid == 0u) alive = 0u;
         BARRIER();
         if (!done) shared_add_u32(&alive, 1u);
         BARRIER();
         if (alive == 0u) break; // every pixel of the tile is finished
-        u32 nb = end - b0 < (u32)BATCH ? end - b0 : (u32)BATCH;
+        u32 nb = hi - b0 < (u32)BATCH ? hi - b0 : (u32)BATCH;
         for (u32 j = th.tid; j < nb; j += th.bdim)
             stage_splat<RAY, BATCH, true>(rp, a.ids[b0 + j], j, a.opacity, a.color, a.mean2d, a.conic, a.rayU, a.rayA, s);
         BARRIER();
@@ -70,9 +97,10 @@ DEVICE void raster_fwd_run(Thr th, raster_fwd_args a, SPTR Staged<RAY>& s, SPTR 
         // start + c0 starts chunk k/CHUNK, and the state after entries [0, k) is where the
         // backward's block for the chunk before it starts. A pixel that finished earlier never
         // gets here, and its count ends before k: the backward starts its last chunk from
-        // finalT and never reads this slot for it.
+        // finalT and never reads this slot for it. At a segment's first entry the state is
+        // the join's to store.
         for (u32 c0 = 0; c0 < nb && !done; c0 += CHUNK) {
-            if (b0 + c0 != start) {
+            if (b0 + c0 != lo) {
                 GPTR float* q = st + chunk_state((b0 - start + c0) / CHUNK - 1u, P);
                 q[0] = T;
                 q[P] = cr;
@@ -121,6 +149,38 @@ DEVICE void raster_fwd_run(Thr th, raster_fwd_args a, SPTR Staged<RAY>& s, SPTR 
         }
         BARRIER();
     }
+    if (nseg > 1u && a.pass == 0u) { // queue the other segments if a pixel still walks
+        if (th.tid == 0u) alive = 0u;
+        BARRIER();
+        if (!done) shared_add_u32(&alive, 1u);
+        BARRIER();
+        bool more = alive != 0u;
+        if (th.tid == 0u) {
+            a.segCont[tile] = more ? 1u : 0u;
+            if (more) {
+                u32 at = atom_add_u32(a.readout + RO_SEGS, nseg - 1u);
+                for (u32 k = 1; k < nseg; k++) {
+                    a.segItems[2u * (at + k - 1u)] = tile;
+                    a.segItems[2u * (at + k - 1u) + 1u] = k;
+                }
+            }
+        }
+        if (!more) nseg = 1u; // every pixel finished in the first segment: its walk is the tile's
+    } else if (a.pass == 0u && th.tid == 0u) {
+        a.segCont[tile] = 0u;
+    }
+    if (nseg > 1u) { // the join's to fold
+        if (th.tid < P) {
+            u32 slot = seg_slot(tile, start, seg);
+            GPTR float* q = a.segState + chunk_state(slot, P) + th.tid;
+            q[0] = T;
+            q[P] = cr;
+            q[2u * P] = cg;
+            q[3u * P] = cb;
+            a.segCount[(u64)slot * (u64)P + th.tid] = cnt | (done && inside ? SEG_DONE : 0u);
+        }
+        return;
+    }
     if (inside) {
         a.image[pix * 3] = cr + mul_rn(T, rp.bg[0]);
         a.image[pix * 3 + 1] = cg + mul_rn(T, rp.bg[1]);
@@ -142,4 +202,68 @@ DEVICE void raster_fwd_ewa_body(Thr th, raster_fwd_args a, SPTR Staged<false>& s
 DEVICE void raster_fwd_ray_body(Thr th, raster_fwd_args a, SPTR Staged<true>& s, SPTR u32& alive, SPTR u32& longest)
 {
     raster_fwd_run<true>(th, a, s, alive, longest);
+}
+
+DEVICE void raster_fwd_join_body(Thr th, raster_fwd_join_args a, SPTR u32& longest)
+{
+    if (a.readout[RO_ABORT]) return;
+    const Raster& rp = a.rp;
+    u32 tile = th.bid;
+    u32 start = a.tileOffsets[tile], len = a.tileOffsets[tile + 1] - start;
+    u32 nseg = seg_count(len, (u32)rp.maxSteps);
+    if (nseg == 1u || a.segCont[tile] == 0u) return; // raster_fwd wrote it; the same for the whole block
+    int ts = rp.tileSize;
+    int x = (int)(tile % (u32)rp.tilesX) * ts + (int)(th.tid % (u32)ts);
+    int y = (int)(tile / (u32)rp.tilesX) * ts + (int)(th.tid / (u32)ts);
+    bool inside = th.tid < (u32)(ts * ts) && x < rp.W && y < rp.H;
+    u32 P = (u32)(ts * ts);
+    float T = 1.0f, cr = 0.0f, cg = 0.0f, cb = 0.0f;
+    u32 cnt = 0;
+    bool done = !inside;
+    GPTR float* st = a.chunkState + chunk_state(chunk_slot(tile, start, 0u), P) + th.tid;
+    for (u32 sg = 0; sg < nseg && !done; sg++) {
+        u32 slot = seg_slot(tile, start, sg);
+        const GPTR float* q = a.segState + chunk_state(slot, P) + th.tid;
+        u32 sc = a.segCount[(u64)slot * (u64)P + th.tid];
+        u32 lc = sc & ~SEG_DONE;
+        bool fin = (sc & SEG_DONE) != 0u;
+        if (sg > 0u) {
+            // The walk's state in front of the segment, where the backward's chunk before it
+            // starts; then the segment's own states, stored from its T = 1, for the
+            // boundaries it reached (all of them, unless it finished: then those before its
+            // count, the only ones the backward reads).
+            u32 k0 = sg * (u32)SEGMENT, k1 = len - k0 < (u32)SEGMENT ? len : k0 + (u32)SEGMENT;
+            GPTR float* w = st + chunk_state(k0 / CHUNK - 1u, P);
+            w[0] = T;
+            w[P] = cr;
+            w[2u * P] = cg;
+            w[3u * P] = cb;
+            for (u32 k = k0 + CHUNK; k < k1 && !(fin && k >= lc); k += CHUNK) {
+                w = st + chunk_state(k / CHUNK - 1u, P);
+                w[P] = cr + mul_rn(T, w[P]);
+                w[2u * P] = cg + mul_rn(T, w[2u * P]);
+                w[3u * P] = cb + mul_rn(T, w[3u * P]);
+                w[0] = mul_rn(T, w[0]);
+            }
+        }
+        cr = cr + mul_rn(T, q[P]);
+        cg = cg + mul_rn(T, q[2u * P]);
+        cb = cb + mul_rn(T, q[3u * P]);
+        T = mul_rn(T, q[0]);
+        if (lc > 0u) cnt = lc;
+        done = fin || T < TERMINATE_T;
+    }
+    if (inside) {
+        u32 pix = (u32)y * (u32)rp.W + (u32)x;
+        a.image[pix * 3] = cr + mul_rn(T, rp.bg[0]);
+        a.image[pix * 3 + 1] = cg + mul_rn(T, rp.bg[1]);
+        a.image[pix * 3 + 2] = cb + mul_rn(T, rp.bg[2]);
+        a.finalT[pix] = T;
+        a.count[pix] = cnt;
+    }
+    if (th.tid == 0u) longest = 0u;
+    BARRIER();
+    if (cnt > 0u) shared_max_u32(&longest, cnt);
+    BARRIER();
+    if (th.tid == 0u) a.tileWalk[tile] = longest;
 }

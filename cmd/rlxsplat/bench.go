@@ -13,6 +13,7 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/config"
 	"github.com/rlxsplat/rlxsplat/internal/engine"
 	"github.com/rlxsplat/rlxsplat/internal/fused"
+	"github.com/rlxsplat/rlxsplat/internal/raster"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 	"github.com/rlxsplat/rlxsplat/internal/train"
 )
@@ -186,8 +187,8 @@ func printRoofline(s *streams, rl *bench.Roofline) {
 	fmt.Fprintf(s.Out, "step (medians): %d visible, %d tile entries; the rasterizer walked %d entries of %d splats, %d (entry, pixel) pairs\n",
 		rl.Visible, rl.Entries, rl.WalkedEntries, rl.WalkedSplats, rl.WalkedPairs)
 	if rl.Tiles > 0 {
-		fmt.Fprintf(s.Out, "the longest tile walk: %d entries (the mean over %d tiles: %.0f); one block walks a tile, so the forward takes at least that walk's time\n",
-			rl.WalkedLongest, rl.Tiles, float64(rl.WalkedEntries)/float64(rl.Tiles))
+		fmt.Fprintf(s.Out, "the longest tile walk: %d entries (the mean over %d tiles: %.0f); the forward walks a list in segments of %d entries, a block each\n",
+			rl.WalkedLongest, rl.Tiles, float64(rl.WalkedEntries)/float64(rl.Tiles), raster.SegmentEntries)
 	}
 	tw := tabwriter.NewWriter(s.Out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "STAGE\tMS\tMIN MB\tMIN GFLOP\tGB/S\tGFLOP/S\t%%COPY\t%%FP32\tBOUND\t\n")

@@ -51,5 +51,28 @@ func (e *Engine) ensureChunks() error {
 	}
 	// What the buffers hold, which ensure may have kept larger than n.
 	e.chunkCap = min(e.chunkTile.Size()/4, e.chunkState.Size()/(4*e.chunkStateFloats()))
+	ns := maxSegments(e.listCap, e.tileCap)
+	if err := e.ensure(&e.segItems, 2*max(maxQueued(e.listCap), 1)*4); err != nil {
+		return fmt.Errorf("fused: raster queue of %d segments: %w", maxQueued(e.listCap), err)
+	}
+	if err := e.ensure(&e.segCount, ns*e.chunkStateFloats()/4*4); err != nil {
+		return fmt.Errorf("fused: segment counts of %d segments: %w", ns, err)
+	}
+	if err := e.ensure(&e.segState, ns*e.chunkStateFloats()*4); err != nil {
+		return fmt.Errorf("fused: segment states of %d segments (%d list entries, %d tiles): %w", ns, e.listCap, e.tileCap, err)
+	}
+	e.segCap = min(e.segCount.Size()/e.chunkStateFloats(), e.segState.Size()/(4*e.chunkStateFloats()))
 	return nil
 }
+
+// segmentEntries is SEGMENT of the kernels (raster.h): the tile-list entries one raster_fwd
+// block walks, internal/raster's SegmentEntries, to which the CPU engine's forward folds alike.
+const segmentEntries = abi.SegmentEntries
+
+// maxSegments bounds the segments of lists of up to listCap entries over tiles tiles (a list of
+// L has ⌈L/S⌉ of them, an empty one one): ⌊listCap/S⌋ + tiles, as maxChunks.
+func maxSegments(listCap, tiles int) int { return listCap/segmentEntries + tiles }
+
+// maxQueued bounds the segments after the first (raster_fwd's second pass) of lists of up to
+// listCap entries: Σ(⌈Lₜ/S⌉ − 1) ≤ Σ⌊Lₜ/S⌋ ≤ ⌊listCap/S⌋.
+func maxQueued(listCap int) int { return listCap / segmentEntries }

@@ -11,11 +11,43 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 	"github.com/rlxsplat/rlxsplat/internal/loss"
 	"github.com/rlxsplat/rlxsplat/internal/prep"
+	"github.com/rlxsplat/rlxsplat/internal/raster"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
 
 // seedChunks draws the scenes of the chunked-backward tests.
 const seedChunks = 17
+
+// TestSegmentEntries: the CPU engine's forward folds its walks where raster_fwd's blocks end
+// (raster.h's SEGMENT), whose batches of BATCH (256) staged splats must not straddle two
+// segments; and the items of any lists stay within maxSegments.
+func TestSegmentEntries(t *testing.T) {
+	if segmentEntries != raster.SegmentEntries {
+		t.Fatalf("kernels' SEGMENT %d, CPU forward's SegmentEntries %d", segmentEntries, raster.SegmentEntries)
+	}
+	if segmentEntries%256 != 0 || segmentEntries%chunkEntries != 0 {
+		t.Fatalf("SEGMENT %d is not a multiple of BATCH (256) and CHUNK (%d)", segmentEntries, chunkEntries)
+	}
+	rng := rand.New(rand.NewPCG(seedChunks, 99))
+	for range 200 {
+		tiles := 1 + rng.IntN(40)
+		total, items := 0, 0
+		for range tiles {
+			l := rng.IntN(4 * segmentEntries)
+			if rng.IntN(3) == 0 {
+				l = rng.IntN(3) * segmentEntries // empty lists and exact multiples
+			}
+			total += l
+			items += max(1, (l+segmentEntries-1)/segmentEntries)
+		}
+		if b := maxSegments(total, tiles); items > b {
+			t.Fatalf("%d tiles, %d entries: %d segments, bound %d", tiles, total, items, b)
+		}
+		if b := maxQueued(total); items-tiles > b {
+			t.Fatalf("%d tiles, %d entries: %d segments after the first, bound %d", tiles, total, items-tiles, b)
+		}
+	}
+}
 
 // TestChunkEntriesDividesBatch: raster_fwd finds the chunk boundaries in a batch of BATCH
 // (raster.h: 256) staged splats with a mask, so CHUNK must be a power of two dividing it.
@@ -95,21 +127,23 @@ func TestChunkedBackward(t *testing.T) {
 	// 3×2 tiles, the right-hand column 8 pixels wide: small enough for the emulator, and the
 	// same scene on a GPU, whose walks the coverage check below was tuned on.
 	dev, _ := testDevice(t)
-	n, w, h := 1500, 40, 32
+	w, h := 40, 32
 	for i, c := range []struct {
 		name      string
 		model     prep.Model
 		maxSteps  int
 		bg        [3]float32
 		maxBlocks int // raster_bwd's grid cap (Engine.bwdMaxBlocks); 0 keeps it
+		n         int // splats: 1500 make lists of two forward segments, 3200 of three
 	}{
-		{"ewa", prep.EWA, 0, [3]float32{0.2, 0.5, 0.9}, 0},
-		{"ewa/cap", prep.EWA, 90, [3]float32{}, 0},
-		{"ray", prep.Ray, 0, [3]float32{1, 1, 1}, 0},
-		{"ray/7-blocks", prep.Ray, 0, [3]float32{}, 7}, // each block strides over many chunks
+		{"ewa", prep.EWA, 0, [3]float32{0.2, 0.5, 0.9}, 0, 1500},
+		{"ewa/cap", prep.EWA, 90, [3]float32{}, 0, 1500},
+		{"ewa/3-segments", prep.EWA, 0, [3]float32{0.7, 0.1, 0.3}, 0, 3200},
+		{"ray", prep.Ray, 0, [3]float32{1, 1, 1}, 0, 1500},
+		{"ray/7-blocks", prep.Ray, 0, [3]float32{}, 7, 1500}, // each block strides over many chunks
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			g, v := denseScene(uint64(i), n, w, h)
+			g, v := denseScene(uint64(i), c.n, w, h)
 			set := engine.DefaultSettings()
 			set.Render, set.Loss, set.MaxSplatSteps, set.Workers = c.model, loss.L1SSIM, c.maxSteps, 2
 			o := engine.StepOptions{SHDegree: 1, LR: testLR(), Background: c.bg, AccumulateStats: true, WantImage: true}
@@ -118,6 +152,11 @@ func TestChunkedBackward(t *testing.T) {
 				list, walk, crossing, mid, ends)
 			if list <= 4*chunkEntries || walk <= 3*chunkEntries || mid == 0 || ends < 3 {
 				t.Fatalf("the scene does not exercise the chunks: want a list of more than %d entries, a walk of more than %d, walks past a boundary ending mid-chunk, and walks ending in at least 3 chunks", 4*chunkEntries, 3*chunkEntries)
+			}
+			// Without the cap the forward walks lists of more than segmentEntries in segments
+			// (raster.h), which raster_fwd_join folds: the walks must pass a segment's end.
+			if segs := (c.n / 1500) + 1; c.maxSteps == 0 && (list <= (segs-1)*segmentEntries || walk <= (segs-1)*segmentEntries) {
+				t.Fatalf("the scene does not exercise %d forward segments: want a list and a walk of more than %d entries", segs, (segs-1)*segmentEntries)
 			}
 			rows, err := compare(dev, set, g, v, o, compareOpts{bwdMaxBlocks: c.maxBlocks})
 			if err != nil {
@@ -151,6 +190,39 @@ func TestShortLists(t *testing.T) {
 			list, walk, _, _, _ := cpuWalk(t, set, g, v, o)
 			if list == 0 || list >= chunkEntries || walk == 0 {
 				t.Fatalf("longest list %d entries, longest walk %d: want lists shorter than one chunk (%d), not all empty", list, walk, chunkEntries)
+			}
+			checkStep(t, dev, set, g, v, o, false)
+			checkPoisonedChunks(t, dev, set, g, v, o, 0)
+		})
+	}
+}
+
+// TestLongListsShortWalks checks the forward where lists take several segments but every pixel
+// finishes in the first (opaque splats), so that its first pass writes the tiles itself and
+// queues nothing, in both render models.
+func TestLongListsShortWalks(t *testing.T) {
+	dev, _ := testDevice(t)
+	for i, m := range []prep.Model{prep.EWA, prep.Ray} {
+		t.Run(m.String(), func(t *testing.T) {
+			g, v := denseScene(uint64(60+i), 1500, 40, 32)
+			// Six opaque splats between the camera (at (0.3, −0.9, −3.2), looking at the origin)
+			// and the others, each wider than the view: every pixel finishes on them.
+			for k := range 6 {
+				for a, c := range [3]float32{0.3, -0.9, -3.2} {
+					g.Means[3*k+a] = c * (0.3 + 0.01*float32(k))
+				}
+				for a := range 3 {
+					g.LogScales[3*k+a] = float32(math.Log(3 + float64(a+k)/2)) // anisotropic: the quaternions get a gradient
+				}
+				g.OpacityLogits[k] = 6
+			}
+			set := engine.DefaultSettings()
+			set.Render, set.Workers = m, 2
+			o := engine.StepOptions{SHDegree: 2, LR: testLR(), AccumulateStats: true, WantImage: true}
+			list, walk, _, _, _ := cpuWalk(t, set, g, v, o)
+			t.Logf("longest list %d entries, longest walk %d", list, walk)
+			if list <= segmentEntries || walk >= segmentEntries || walk == 0 {
+				t.Fatalf("want lists of more than %d entries whose walks end in the first %d", segmentEntries, segmentEntries)
 			}
 			checkStep(t, dev, set, g, v, o, false)
 			checkPoisonedChunks(t, dev, set, g, v, o, 0)
@@ -199,7 +271,7 @@ func checkPoisonedChunks(t *testing.T, dev gpu.Device, set engine.Settings, g *s
 	if err := fe.ensure(&fe.chunkState, maxChunks(len(pipe.Lists.IDs), tiles)*fe.chunkStateFloats()*4); err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range []gpu.Buffer{fe.tileWalk, fe.chunkStart, fe.chunkTile, fe.chunkState} {
+	for _, b := range []gpu.Buffer{fe.tileWalk, fe.chunkStart, fe.chunkTile, fe.chunkState, fe.segState, fe.segCount} {
 		if err := fe.dev.Memset(b, 0, b.Size(), 0xFF); err != nil {
 			t.Fatal(err)
 		}

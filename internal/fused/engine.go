@@ -77,6 +77,12 @@ type Engine struct {
 	tileOffsets                      gpu.Buffer
 	tileOrder                        gpu.Buffer // tile_order: the tiles in raster_fwd's order
 	tileCap                          int
+	// The lists' segments of segmentEntries entries (chunks.go, raster.h): which tiles
+	// raster_fwd's first pass queued more segments for, the queued (tile, segment) pairs, and
+	// the per-pixel states at each segment's end for raster_fwd_join; room for segCap
+	// segments.
+	segCont, segItems, segState, segCount gpu.Buffer
+	segCap                                int
 	// The tiles' chunks of chunkEntries entries (chunks.go): raster_fwd's walk per tile and
 	// per-pixel states at the chunks' ends, raster_bwd's first chunk per tile and tile per
 	// chunk; room for chunkCap chunks.
@@ -430,8 +436,10 @@ func (e *Engine) growPixels(w, h int) error {
 		if err := e.ensure(&e.tileOffsets, (tiles+1)*4); err != nil {
 			return fmt.Errorf("fused: tile offsets for %d×%d px: %w", w, h, err)
 		}
-		if err := e.ensure(&e.tileOrder, (tiles+1)*4); err != nil {
-			return fmt.Errorf("fused: tile order for %d×%d px: %w", w, h, err)
+		for _, b := range []*gpu.Buffer{&e.tileOrder, &e.segCont} {
+			if err := e.ensure(b, (tiles+1)*4); err != nil {
+				return fmt.Errorf("fused: tile order for %d×%d px: %w", w, h, err)
+			}
 		}
 		e.tileCap = tiles + 1
 		if err := e.ensureChunks(); err != nil {
@@ -797,7 +805,7 @@ func (e *Engine) release() error {
 	e.targets = nil
 	bufs := []gpu.Buffer{e.params, e.grads, e.adamM, e.adamV, e.valid, e.depth, e.opacity, e.color, e.mean2d,
 		e.conic, e.rayU, e.rayA, e.rayHalf, e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.bigList, e.bigOff, e.bigBits, e.editSrc, e.statAccum,
-		e.statCount, e.statMaxRadius, e.counts, e.visFlags, e.depthKeys, e.order, e.depthKeysTmp, e.orderTmp, e.ranked, e.rankOf, e.hitMask, e.keys, e.ids, e.keysTmp, e.idsTmp, e.hist, e.tileOffsets, e.tileOrder,
+		e.statCount, e.statMaxRadius, e.counts, e.visFlags, e.depthKeys, e.order, e.depthKeysTmp, e.orderTmp, e.ranked, e.rankOf, e.hitMask, e.keys, e.ids, e.keysTmp, e.idsTmp, e.hist, e.tileOffsets, e.tileOrder, e.segCont, e.segItems, e.segState, e.segCount,
 		e.tileWalk, e.chunkStart, e.chunkTile, e.chunkState,
 		e.image, e.finalT, e.count, e.dImage, e.rays, e.dmap, e.partAbs, e.partSq, e.partSSIM,
 		e.readouts[0], e.readouts[1], e.dummy}

@@ -16,26 +16,49 @@ func (e *Engine) tileThreads() gpu.Dim3 {
 	return gpu.Dim3{uint32((ts*ts + 31) / 32 * 32)}
 }
 
-// rasterFwd launches raster_fwd.cu, one block per tile (design.md §5 step 4): its entry point
-// for the engine's render model, which the kernel takes as a compile-time constant. Besides
-// the image it writes what raster_bwd's chunks start from: each tile's walk and the per-pixel
-// states at the chunks' ends.
+// rasterFwd launches raster_fwd.cu (design.md §5 step 4) for the engine's render model, which
+// the kernel takes as a compile-time constant: tile_order, then the first pass, a block per
+// tile on its list's first segment, the second, a block per segment the first queued, and
+// raster_fwd_join, which folds the queued lists (raster.h, segments). Besides the image it
+// writes what raster_bwd's chunks start from: each tile's walk and the per-pixel states at the
+// chunks' ends.
 func (e *Engine) rasterFwd(cam *camera.Camera, bg [3]float32, tiles int) error {
 	launch := e.k.RasterFwdEwa
 	if e.set.Render == prep.Ray {
 		launch = e.k.RasterFwdRay
 	}
+	if segs := maxSegments(e.listCap, tiles); segs > e.segCap {
+		return fmt.Errorf("fused: raster forward: up to %d segments (%d list entries, %d tiles), the segment buffers hold %d", segs, e.listCap, tiles, e.segCap)
+	}
+	rp := rasterArgs(cam, &e.set, bg)
 	// The longest lists first, so that the short ones fill the SMs behind them (ranges.cu).
 	if err := e.k.TileOrder(gpu.Dim3{1}, gpu.Dim3{1024}, abi.TileOrderArgs{Offsets: abi.B(e.tileOffsets),
 		Readout: abi.B(e.readoutBuf), NumTiles: uint32(tiles), Order: abi.B(e.tileOrder)}); err != nil {
 		return err
 	}
-	return launch(gpu.Dim3{uint32(tiles)}, e.tileThreads(), abi.RasterFwdArgs{
-		Rp: rasterArgs(cam, &e.set, bg), Readout: abi.B(e.readoutBuf), TileOrder: abi.B(e.tileOrder), TileOffsets: abi.B(e.tileOffsets),
+	args := abi.RasterFwdArgs{
+		Rp: rp, Readout: abi.B(e.readoutBuf), TileOrder: abi.B(e.tileOrder), TileOffsets: abi.B(e.tileOffsets),
 		Ids: abi.B(e.sortedIDs), Opacity: abi.B(e.opacity), Color: abi.B(e.color), Mean2d: abi.B(e.mean2d),
 		Conic: abi.B(e.conic), RayU: abi.B(e.or(e.rayU)), RayA: abi.B(e.or(e.rayA)), Rays: abi.B(e.or(e.rays)),
 		Image: abi.B(e.image), FinalT: abi.B(e.finalT), Count: abi.B(e.count), TileWalk: abi.B(e.tileWalk),
-		ChunkState: abi.B(e.chunkState)})
+		ChunkState: abi.B(e.chunkState), SegState: abi.B(e.segState), SegCount: abi.B(e.segCount),
+		SegCont: abi.B(e.segCont), SegItems: abi.B(e.segItems)}
+	if err := launch(gpu.Dim3{uint32(tiles)}, e.tileThreads(), args); err != nil {
+		return err
+	}
+	if rp.MaxSteps != 0 || e.listCap <= segmentEntries {
+		return nil // every list is one segment: the first pass wrote every tile
+	}
+	// The queued segments' count is on the device: a block for as many as the lists'
+	// capacity allows, those past the count leaving at once.
+	args.Pass = 1
+	if err := launch(gpu.Dim3{uint32(maxQueued(e.listCap))}, e.tileThreads(), args); err != nil {
+		return err
+	}
+	return e.k.RasterFwdJoin(gpu.Dim3{uint32(tiles)}, e.tileThreads(), abi.RasterFwdJoinArgs{
+		Rp: rp, Readout: abi.B(e.readoutBuf), TileOffsets: abi.B(e.tileOffsets), SegState: abi.B(e.segState),
+		SegCount: abi.B(e.segCount), SegCont: abi.B(e.segCont), Image: abi.B(e.image), FinalT: abi.B(e.finalT),
+		Count: abi.B(e.count), TileWalk: abi.B(e.tileWalk), ChunkState: abi.B(e.chunkState)})
 }
 
 // Walk is how far the raster passes had to walk the tile lists in one forward.
@@ -48,9 +71,9 @@ type Walk struct {
 	// the fewest raster_fwd must store.
 	Boundaries int64
 	Spanning   int64 // pixels whose walk passes a chunk boundary: raster_bwd reads their image
-	// Longest is the longest walk of one tile (its longest pixel's count), of Tiles tiles: one
-	// block walks a tile's list in order, so no forward is shorter than that walk, however
-	// many SMs the other tiles leave idle.
+	// Longest is the longest walk of one tile (its longest pixel's count), of Tiles tiles:
+	// raster_fwd walks a list in segments of segmentEntries, a block each, so that a long
+	// walk no longer holds the forward to one block's pace.
 	Longest, Tiles int64
 }
 

@@ -136,7 +136,7 @@ func fdCases() []fdCase {
 func fdScene(t *testing.T, c fdCase) *testScene {
 	if c.stack {
 		s := stackScene(c.o.model)
-		ref := reference(s.proj, s.rays, s.w, s.h, s.bg, 1e-12, c.maxSteps)
+		ref := reference(s.proj, s.rays, s.w, s.h, s.bg, 1e-12, c.maxSteps, SegmentEntries)
 		if ref.termMargin < 1e-3 {
 			t.Fatalf("stack scene too close to the termination threshold (margin %g)", ref.termMargin)
 		}
@@ -144,7 +144,7 @@ func fdScene(t *testing.T, c fdCase) *testScene {
 	}
 	for seed := uint64(seedFD); seed < seedFD+100; seed++ {
 		s := genScene(seed, c.o)
-		ref := reference(s.proj, s.rays, s.w, s.h, s.bg, c.o.alphaMin, c.maxSteps)
+		ref := reference(s.proj, s.rays, s.w, s.h, s.bg, c.o.alphaMin, c.maxSteps, SegmentEntries)
 		if ref.termMargin < 1e-3 || ref.clampMargin < 1e-4 || ref.rayMargin < 1e-3 {
 			continue
 		}
@@ -355,7 +355,7 @@ func TestStats(t *testing.T) {
 			if err := Backward(f, &fw, dImage, g, &st); err != nil {
 				t.Fatal(err)
 			}
-			ref := reference(s.proj, s.rays, s.w, s.h, s.bg, prep.AlphaMin, 0)
+			ref := reference(s.proj, s.rays, s.w, s.h, s.bg, prep.AlphaMin, 0, SegmentEntries)
 			if !slices.Equal(st.Hits, ref.hits) {
 				t.Errorf("Hits %v, reference %v", st.Hits, ref.hits)
 			}

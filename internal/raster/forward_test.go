@@ -38,13 +38,26 @@ func TestRenderMatchesReference(t *testing.T) {
 		{"ray/full/tiny-cutoff", genOpts{model: prep.Ray, n: 60, w: 40, h: 30, tile: 16, opMin: 0.05, opMax: 0.95, sigMin: 1, sigMax: 5, alphaMin: 1e-12}, 0, 2},
 		{"ray/cap4", genOpts{model: prep.Ray, n: 300, w: 61, h: 47, tile: 16, opMin: 0.05, opMax: 0.99, sigMin: 0.8, sigMax: 6, tight: true, alphaMin: prep.AlphaMin}, 4, 2},
 		{"ray/opaque", genOpts{model: prep.Ray, n: 200, w: 50, h: 40, tile: 16, opMin: 0.9, opMax: 1, sigMin: 3, sigMax: 10, tight: true, alphaMin: prep.AlphaMin}, 0, 1},
+		// Lists of four segments, faint wide splats: walks go on into the later segments, and
+		// many cross TerminateT inside one, where the fold differs from a single walk.
+		{"ewa/full/segments", genOpts{model: prep.EWA, n: 1800, w: 40, h: 30, tile: 16, opMin: 0.008, opMax: 0.02, sigMin: 10, sigMax: 30, alphaMin: prep.AlphaMin}, 0, 2},
+		{"ray/full/segments", genOpts{model: prep.Ray, n: 1800, w: 40, h: 30, tile: 16, opMin: 0.008, opMax: 0.02, sigMin: 10, sigMax: 30, alphaMin: prep.AlphaMin}, 0, 1},
 	}
 	for ci, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := genScene(seedReference+uint64(ci), c.o)
-			ref := reference(s.proj, s.rays, s.w, s.h, s.bg, c.o.alphaMin, c.maxSteps)
+			ref := reference(s.proj, s.rays, s.w, s.h, s.bg, c.o.alphaMin, c.maxSteps, SegmentEntries)
 			if got := sumHits(ref.hits); got == 0 {
 				t.Fatal("test scene renders nothing")
+			}
+			if strings.HasSuffix(c.name, "/segments") {
+				if ref.segmented < s.w*s.h/4 {
+					t.Fatalf("%d pixels' walks reach a second segment: the case hardly tests them", ref.segmented)
+				}
+				// The fold's rule, not only its rounding: one walk renders measurably otherwise.
+				if e := relL2(ref.img, reference(s.proj, s.rays, s.w, s.h, s.bg, c.o.alphaMin, c.maxSteps, 0).img); e < 1e-6 {
+					t.Fatalf("the segmented walk is the single walk (rel. L2 %.3g): no pixel crosses TerminateT inside a segment", e)
+				}
 			}
 
 			var f64 Forward[float64]
@@ -107,7 +120,7 @@ func TestMaxSplatSteps(t *testing.T) {
 			if slices.Equal(capped.Image, free.Image) {
 				t.Fatal("the cap did not change the image")
 			}
-			ref := reference(s.proj, s.rays, s.w, s.h, s.bg, prep.AlphaMin, maxSteps)
+			ref := reference(s.proj, s.rays, s.w, s.h, s.bg, prep.AlphaMin, maxSteps, SegmentEntries)
 			g := prep.NewPrepGrads[float64](m, s.proj.N)
 			var st Stats[float64]
 			if err := Backward(fc, &capped, make([]float64, 3*s.w*s.h), g, &st); err != nil {
@@ -135,7 +148,7 @@ func TestEarlyTermination(t *testing.T) {
 	for _, m := range []prep.Model{prep.EWA, prep.Ray} {
 		t.Run(m.String(), func(t *testing.T) {
 			s := stackScene(m)
-			ref := reference(s.proj, s.rays, s.w, s.h, s.bg, 1e-12, 0)
+			ref := reference(s.proj, s.rays, s.w, s.h, s.bg, 1e-12, 0, SegmentEntries)
 			var fw Forward[float64]
 			if err := Render(frameOf[float64](s, 1e-12, 0, 1), &fw); err != nil {
 				t.Fatal(err)

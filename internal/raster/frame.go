@@ -207,11 +207,15 @@ func check[F splat.Float](f *Frame[F]) (plan[F], error) {
 // (structure of arrays, one entry per pixel of a tile) and, for the backward, its partial
 // gradient sums.
 type worker[F splat.Float] struct {
-	t, cr, cg, cb []F // transmittance and accumulated colour (forward), or colour behind (backward)
+	t, cr, cg, cb []F // transmittance and accumulated colour (forward: the segment's), or colour behind (backward)
 	gr, gg, gb    []F // backward: dL/dpixel
-	rx, ry, rz    []F // ray model: the tile's ray directions
-	cnt, hits     []int32
-	done          []bool
+	// forward: the walk's transmittance and colour in front of the current segment, and
+	// whether the pixel's walk is over (folded, see fold).
+	st, sr, sg, sb []F
+	fin            []bool
+	rx, ry, rz     []F // ray model: the tile's ray directions
+	cnt, hits      []int32
+	done           []bool
 
 	grad grads[F] // partial sums; unused by worker 0, which writes the output directly
 }
@@ -229,6 +233,8 @@ func (w *worker[F]) ensure(px int) {
 	}
 	w.t, w.cr, w.cg, w.cb = make([]F, px), make([]F, px), make([]F, px), make([]F, px)
 	w.gr, w.gg, w.gb = make([]F, px), make([]F, px), make([]F, px)
+	w.st, w.sr, w.sg, w.sb = make([]F, px), make([]F, px), make([]F, px), make([]F, px)
+	w.fin = make([]bool, px)
 	w.rx, w.ry, w.rz = make([]F, px), make([]F, px), make([]F, px)
 	w.cnt, w.hits = make([]int32, px), make([]int32, px)
 	w.done = make([]bool, px)

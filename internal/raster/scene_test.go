@@ -325,6 +325,8 @@ type refResult struct {
 	finalT []float64 // [H*W]
 	hits   []int32   // [N] pixels each splat was blended into
 	blend  []int32   // [H*W] splats blended per pixel
+	// segmented counts the pixels' walks into a segment after the first.
+	segmented int
 	// termMargin is the smallest |ln(T·(1−α)/1e-4)| met (termination rule);
 	// clampMargin the smallest |o·G − 0.99|; rayMargin the smallest
 	// −u·v/(‖u‖‖v‖) over pairs where alpha would be noticeable.
@@ -334,8 +336,10 @@ type refResult struct {
 
 // reference renders naively: every pixel loops over all valid splats sorted
 // by (depth, id), evaluating the alpha formulas of design.md §4 directly.
-// It shares no code with the package's rasterizer.
-func reference(p *prep.ProjectedOf[float64], rays []float64, w, h int, bg [3]float64, amin float64, maxSteps int) refResult {
+// It shares no code with the package's rasterizer. Without maxSteps it walks
+// in segments of seg splats of that order (0: one segment), folding them as
+// Render documents: the tile lists of scenes binned whole are that order.
+func reference(p *prep.ProjectedOf[float64], rays []float64, w, h int, bg [3]float64, amin float64, maxSteps, seg int) refResult {
 	var order []int
 	for i := 0; i < p.N; i++ {
 		if p.Valid[i] {
@@ -355,10 +359,26 @@ func reference(p *prep.ProjectedOf[float64], rays []float64, w, h int, bg [3]flo
 	for y := 0; y < h; y++ {
 		for x := 0; x < w; x++ {
 			px, py := float64(x)+0.5, float64(y)+0.5
-			T := 1.0
-			var col [3]float64
+			// T and col are the segment's, walkT and walkCol the walk's in front of it.
+			T, walkT := 1.0, 1.0
+			var col, walkCol [3]float64
+			fold := func() {
+				for c := 0; c < 3; c++ {
+					walkCol[c] += walkT * col[c]
+					col[c] = 0
+				}
+				walkT *= T
+				T = 1
+			}
 			n := 0
-			for _, i := range order {
+			for k, i := range order {
+				if seg > 0 && maxSteps == 0 && k > 0 && k%seg == 0 {
+					fold()
+					if walkT < 1e-4 {
+						break
+					}
+					res.segmented++
+				}
 				var g float64
 				if p.Model == prep.EWA {
 					dx, dy := px-p.Mean2D[2*i], py-p.Mean2D[2*i+1]
@@ -413,11 +433,12 @@ func reference(p *prep.ProjectedOf[float64], rays []float64, w, h int, bg [3]flo
 					break
 				}
 			}
+			fold()
 			o := y*w + x
 			for c := 0; c < 3; c++ {
-				res.img[3*o+c] = col[c] + T*bg[c]
+				res.img[3*o+c] = walkCol[c] + walkT*bg[c]
 			}
-			res.finalT[o] = T
+			res.finalT[o] = walkT
 			res.blend[o] = int32(n)
 		}
 	}

@@ -8,7 +8,8 @@
 
 struct raster_fwd_args {
     Raster rp;
-    const GPTR u32* readout;
+    GPTR u32* readout;
+    u32 pass;
     const GPTR u32* tileOrder;
     const GPTR u32* tileOffsets;
     const GPTR u32* ids;
@@ -24,55 +25,87 @@ struct raster_fwd_args {
     GPTR u32* count;
     GPTR u32* tileWalk;
     GPTR float* chunkState;
+    GPTR float* segState;
+    GPTR u32* segCount;
+    GPTR u32* segCont;
+    GPTR u32* segItems;
+};
+
+struct raster_fwd_join_args {
+    Raster rp;
+    const GPTR u32* readout;
+    const GPTR u32* tileOffsets;
+    const GPTR float* segState;
+    const GPTR u32* segCount;
+    const GPTR u32* segCont;
+    GPTR float* image;
+    GPTR float* finalT;
+    GPTR u32* count;
+    GPTR u32* tileWalk;
+    GPTR float* chunkState;
 };
 
 DEVICE void raster_fwd_ewa_body(Thr th, raster_fwd_args a, SPTR Staged<false>& s, SPTR u32& alive, SPTR u32& longest);
 DEVICE void raster_fwd_ray_body(Thr th, raster_fwd_args a, SPTR Staged<true>& s, SPTR u32& alive, SPTR u32& longest);
+DEVICE void raster_fwd_join_body(Thr th, raster_fwd_join_args a, SPTR u32& longest);
 
 static_assert(sizeof(Staged<false>) == 12288, "entries/raster_fwd.h: shared Staged<false> is declared as 12288 bytes");
 static_assert(sizeof(Staged<true>) == 20480, "entries/raster_fwd.h: shared Staged<true> is declared as 20480 bytes");
 
 #if defined(RLX_BACKEND_CUDA)
 
-extern "C" __global__ void raster_fwd_ewa(Raster rp, const GPTR u32* readout, const GPTR u32* tileOrder, const GPTR u32* tileOffsets, const GPTR u32* ids, const GPTR float* opacity, const GPTR float* color, const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU, const GPTR float* rayA, const GPTR float* rays, GPTR float* image, GPTR float* finalT, GPTR u32* count, GPTR u32* tileWalk, GPTR float* chunkState)
+extern "C" __global__ void raster_fwd_ewa(Raster rp, GPTR u32* readout, u32 pass, const GPTR u32* tileOrder, const GPTR u32* tileOffsets, const GPTR u32* ids, const GPTR float* opacity, const GPTR float* color, const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU, const GPTR float* rayA, const GPTR float* rays, GPTR float* image, GPTR float* finalT, GPTR u32* count, GPTR u32* tileWalk, GPTR float* chunkState, GPTR float* segState, GPTR u32* segCount, GPTR u32* segCont, GPTR u32* segItems)
 {
     __shared__ Staged<false> s;
     __shared__ u32 alive;
     __shared__ u32 longest;
     const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
-    const raster_fwd_args a = {rp, readout, tileOrder, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image, finalT, count, tileWalk, chunkState};
+    const raster_fwd_args a = {rp, readout, pass, tileOrder, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image, finalT, count, tileWalk, chunkState, segState, segCount, segCont, segItems};
     raster_fwd_ewa_body(th, a, s, alive, longest);
 }
 
-extern "C" __global__ void raster_fwd_ray(Raster rp, const GPTR u32* readout, const GPTR u32* tileOrder, const GPTR u32* tileOffsets, const GPTR u32* ids, const GPTR float* opacity, const GPTR float* color, const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU, const GPTR float* rayA, const GPTR float* rays, GPTR float* image, GPTR float* finalT, GPTR u32* count, GPTR u32* tileWalk, GPTR float* chunkState)
+extern "C" __global__ void raster_fwd_ray(Raster rp, GPTR u32* readout, u32 pass, const GPTR u32* tileOrder, const GPTR u32* tileOffsets, const GPTR u32* ids, const GPTR float* opacity, const GPTR float* color, const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU, const GPTR float* rayA, const GPTR float* rays, GPTR float* image, GPTR float* finalT, GPTR u32* count, GPTR u32* tileWalk, GPTR float* chunkState, GPTR float* segState, GPTR u32* segCount, GPTR u32* segCont, GPTR u32* segItems)
 {
     __shared__ Staged<true> s;
     __shared__ u32 alive;
     __shared__ u32 longest;
     const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
-    const raster_fwd_args a = {rp, readout, tileOrder, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image, finalT, count, tileWalk, chunkState};
+    const raster_fwd_args a = {rp, readout, pass, tileOrder, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image, finalT, count, tileWalk, chunkState, segState, segCount, segCont, segItems};
     raster_fwd_ray_body(th, a, s, alive, longest);
+}
+
+extern "C" __global__ void raster_fwd_join(Raster rp, const GPTR u32* readout, const GPTR u32* tileOffsets, const GPTR float* segState, const GPTR u32* segCount, const GPTR u32* segCont, GPTR float* image, GPTR float* finalT, GPTR u32* count, GPTR u32* tileWalk, GPTR float* chunkState)
+{
+    __shared__ u32 longest;
+    const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
+    const raster_fwd_join_args a = {rp, readout, tileOffsets, segState, segCount, segCont, image, finalT, count, tileWalk, chunkState};
+    raster_fwd_join_body(th, a, longest);
 }
 
 #elif defined(RLX_BACKEND_METAL)
 
 kernel void raster_fwd_ewa(constant Raster& rp [[buffer(0)]],
-    device const u32* readout [[buffer(1)]],
-    device const u32* tileOrder [[buffer(2)]],
-    device const u32* tileOffsets [[buffer(3)]],
-    device const u32* ids [[buffer(4)]],
-    device const float* opacity [[buffer(5)]],
-    device const float* color [[buffer(6)]],
-    device const float* mean2d [[buffer(7)]],
-    device const float* conic [[buffer(8)]],
-    device const float* rayU [[buffer(9)]],
-    device const float* rayA [[buffer(10)]],
-    device const float* rays [[buffer(11)]],
-    device float* image [[buffer(12)]],
-    device float* finalT [[buffer(13)]],
-    device u32* count [[buffer(14)]],
-    device u32* tileWalk [[buffer(15)]],
-    device float* chunkState [[buffer(16)]],
+    device u32* readout [[buffer(1)]],
+    constant u32& pass [[buffer(2)]],
+    device const u32* tileOrder [[buffer(3)]],
+    device const u32* tileOffsets [[buffer(4)]],
+    device const u32* ids [[buffer(5)]],
+    device const float* opacity [[buffer(6)]],
+    device const float* color [[buffer(7)]],
+    device const float* mean2d [[buffer(8)]],
+    device const float* conic [[buffer(9)]],
+    device const float* rayU [[buffer(10)]],
+    device const float* rayA [[buffer(11)]],
+    device const float* rays [[buffer(12)]],
+    device float* image [[buffer(13)]],
+    device float* finalT [[buffer(14)]],
+    device u32* count [[buffer(15)]],
+    device u32* tileWalk [[buffer(16)]],
+    device float* chunkState [[buffer(17)]],
+    device float* segState [[buffer(18)]],
+    device u32* segCount [[buffer(19)]],
+    device u32* segCont [[buffer(20)]],
+    device u32* segItems [[buffer(21)]],
     uint rlx_tid [[thread_position_in_threadgroup]],
     uint rlx_bid [[threadgroup_position_in_grid]],
     uint rlx_bdim [[threads_per_threadgroup]],
@@ -84,27 +117,32 @@ kernel void raster_fwd_ewa(constant Raster& rp [[buffer(0)]],
     SHARED u32 alive;
     SHARED u32 longest;
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
-    const raster_fwd_args a = {rlx_copy(rp), readout, tileOrder, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image, finalT, count, tileWalk, chunkState};
+    const raster_fwd_args a = {rlx_copy(rp), readout, pass, tileOrder, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image, finalT, count, tileWalk, chunkState, segState, segCount, segCont, segItems};
     raster_fwd_ewa_body(th, a, s, alive, longest);
 }
 
 kernel void raster_fwd_ray(constant Raster& rp [[buffer(0)]],
-    device const u32* readout [[buffer(1)]],
-    device const u32* tileOrder [[buffer(2)]],
-    device const u32* tileOffsets [[buffer(3)]],
-    device const u32* ids [[buffer(4)]],
-    device const float* opacity [[buffer(5)]],
-    device const float* color [[buffer(6)]],
-    device const float* mean2d [[buffer(7)]],
-    device const float* conic [[buffer(8)]],
-    device const float* rayU [[buffer(9)]],
-    device const float* rayA [[buffer(10)]],
-    device const float* rays [[buffer(11)]],
-    device float* image [[buffer(12)]],
-    device float* finalT [[buffer(13)]],
-    device u32* count [[buffer(14)]],
-    device u32* tileWalk [[buffer(15)]],
-    device float* chunkState [[buffer(16)]],
+    device u32* readout [[buffer(1)]],
+    constant u32& pass [[buffer(2)]],
+    device const u32* tileOrder [[buffer(3)]],
+    device const u32* tileOffsets [[buffer(4)]],
+    device const u32* ids [[buffer(5)]],
+    device const float* opacity [[buffer(6)]],
+    device const float* color [[buffer(7)]],
+    device const float* mean2d [[buffer(8)]],
+    device const float* conic [[buffer(9)]],
+    device const float* rayU [[buffer(10)]],
+    device const float* rayA [[buffer(11)]],
+    device const float* rays [[buffer(12)]],
+    device float* image [[buffer(13)]],
+    device float* finalT [[buffer(14)]],
+    device u32* count [[buffer(15)]],
+    device u32* tileWalk [[buffer(16)]],
+    device float* chunkState [[buffer(17)]],
+    device float* segState [[buffer(18)]],
+    device u32* segCount [[buffer(19)]],
+    device u32* segCont [[buffer(20)]],
+    device u32* segItems [[buffer(21)]],
     uint rlx_tid [[thread_position_in_threadgroup]],
     uint rlx_bid [[threadgroup_position_in_grid]],
     uint rlx_bdim [[threads_per_threadgroup]],
@@ -116,15 +154,39 @@ kernel void raster_fwd_ray(constant Raster& rp [[buffer(0)]],
     SHARED u32 alive;
     SHARED u32 longest;
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
-    const raster_fwd_args a = {rlx_copy(rp), readout, tileOrder, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image, finalT, count, tileWalk, chunkState};
+    const raster_fwd_args a = {rlx_copy(rp), readout, pass, tileOrder, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, image, finalT, count, tileWalk, chunkState, segState, segCount, segCont, segItems};
     raster_fwd_ray_body(th, a, s, alive, longest);
+}
+
+kernel void raster_fwd_join(constant Raster& rp [[buffer(0)]],
+    device const u32* readout [[buffer(1)]],
+    device const u32* tileOffsets [[buffer(2)]],
+    device const float* segState [[buffer(3)]],
+    device const u32* segCount [[buffer(4)]],
+    device const u32* segCont [[buffer(5)]],
+    device float* image [[buffer(6)]],
+    device float* finalT [[buffer(7)]],
+    device u32* count [[buffer(8)]],
+    device u32* tileWalk [[buffer(9)]],
+    device float* chunkState [[buffer(10)]],
+    uint rlx_tid [[thread_position_in_threadgroup]],
+    uint rlx_bid [[threadgroup_position_in_grid]],
+    uint rlx_bdim [[threads_per_threadgroup]],
+    uint rlx_nblocks [[threadgroups_per_grid]],
+    uint rlx_lane [[thread_index_in_simdgroup]],
+    uint rlx_warp [[simdgroup_index_in_threadgroup]])
+{
+    SHARED u32 longest;
+    const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
+    const raster_fwd_join_args a = {rlx_copy(rp), readout, tileOffsets, segState, segCount, segCont, image, finalT, count, tileWalk, chunkState};
+    raster_fwd_join_body(th, a, longest);
 }
 
 #elif defined(RLX_BACKEND_EMU)
 
 extern "C" void emu_launch_raster_fwd_ewa(const u32* dims, void** args)
 {
-    const raster_fwd_args a = {*(Raster const*)args[0], *(const GPTR u32* const*)args[1], *(const GPTR u32* const*)args[2], *(const GPTR u32* const*)args[3], *(const GPTR u32* const*)args[4], *(const GPTR float* const*)args[5], *(const GPTR float* const*)args[6], *(const GPTR float* const*)args[7], *(const GPTR float* const*)args[8], *(const GPTR float* const*)args[9], *(const GPTR float* const*)args[10], *(const GPTR float* const*)args[11], *(GPTR float* const*)args[12], *(GPTR float* const*)args[13], *(GPTR u32* const*)args[14], *(GPTR u32* const*)args[15], *(GPTR float* const*)args[16]};
+    const raster_fwd_args a = {*(Raster const*)args[0], *(GPTR u32* const*)args[1], *(u32 const*)args[2], *(const GPTR u32* const*)args[3], *(const GPTR u32* const*)args[4], *(const GPTR u32* const*)args[5], *(const GPTR float* const*)args[6], *(const GPTR float* const*)args[7], *(const GPTR float* const*)args[8], *(const GPTR float* const*)args[9], *(const GPTR float* const*)args[10], *(const GPTR float* const*)args[11], *(const GPTR float* const*)args[12], *(GPTR float* const*)args[13], *(GPTR float* const*)args[14], *(GPTR u32* const*)args[15], *(GPTR u32* const*)args[16], *(GPTR float* const*)args[17], *(GPTR float* const*)args[18], *(GPTR u32* const*)args[19], *(GPTR u32* const*)args[20], *(GPTR u32* const*)args[21]};
     emu::launch_body(dims, [&](Thr th) {
         static Staged<false> s;
         static u32 alive;
@@ -135,12 +197,21 @@ extern "C" void emu_launch_raster_fwd_ewa(const u32* dims, void** args)
 
 extern "C" void emu_launch_raster_fwd_ray(const u32* dims, void** args)
 {
-    const raster_fwd_args a = {*(Raster const*)args[0], *(const GPTR u32* const*)args[1], *(const GPTR u32* const*)args[2], *(const GPTR u32* const*)args[3], *(const GPTR u32* const*)args[4], *(const GPTR float* const*)args[5], *(const GPTR float* const*)args[6], *(const GPTR float* const*)args[7], *(const GPTR float* const*)args[8], *(const GPTR float* const*)args[9], *(const GPTR float* const*)args[10], *(const GPTR float* const*)args[11], *(GPTR float* const*)args[12], *(GPTR float* const*)args[13], *(GPTR u32* const*)args[14], *(GPTR u32* const*)args[15], *(GPTR float* const*)args[16]};
+    const raster_fwd_args a = {*(Raster const*)args[0], *(GPTR u32* const*)args[1], *(u32 const*)args[2], *(const GPTR u32* const*)args[3], *(const GPTR u32* const*)args[4], *(const GPTR u32* const*)args[5], *(const GPTR float* const*)args[6], *(const GPTR float* const*)args[7], *(const GPTR float* const*)args[8], *(const GPTR float* const*)args[9], *(const GPTR float* const*)args[10], *(const GPTR float* const*)args[11], *(const GPTR float* const*)args[12], *(GPTR float* const*)args[13], *(GPTR float* const*)args[14], *(GPTR u32* const*)args[15], *(GPTR u32* const*)args[16], *(GPTR float* const*)args[17], *(GPTR float* const*)args[18], *(GPTR u32* const*)args[19], *(GPTR u32* const*)args[20], *(GPTR u32* const*)args[21]};
     emu::launch_body(dims, [&](Thr th) {
         static Staged<true> s;
         static u32 alive;
         static u32 longest;
         raster_fwd_ray_body(th, a, s, alive, longest);
+    });
+}
+
+extern "C" void emu_launch_raster_fwd_join(const u32* dims, void** args)
+{
+    const raster_fwd_join_args a = {*(Raster const*)args[0], *(const GPTR u32* const*)args[1], *(const GPTR u32* const*)args[2], *(const GPTR float* const*)args[3], *(const GPTR u32* const*)args[4], *(const GPTR u32* const*)args[5], *(GPTR float* const*)args[6], *(GPTR float* const*)args[7], *(GPTR u32* const*)args[8], *(GPTR u32* const*)args[9], *(GPTR float* const*)args[10]};
+    emu::launch_body(dims, [&](Thr th) {
+        static u32 longest;
+        raster_fwd_join_body(th, a, longest);
     });
 }
 

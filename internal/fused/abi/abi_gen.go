@@ -26,6 +26,8 @@ const (
 	RoBig = 10
 	// RoBigBits is RO_BIGBITS: readout word: words of hit bits the queued splats asked for.
 	RoBigBits = 11
+	// RoSegs is RO_SEGS: readout word: segments after the first that raster_fwd's first pass queued for its second.
+	RoSegs = 12
 	// RoWords is RO_WORDS: words of the readout block.
 	RoWords = 16
 	// ScanBlock is SCAN_BLOCK: elements one scan_blocks block covers (256 threads × 4).
@@ -38,6 +40,8 @@ const (
 	SortChunk = 3072
 	// ChunkEntries is CHUNK: tile-list entries one raster_bwd block walks (raster.h: chunks and their states).
 	ChunkEntries = 64
+	// SegmentEntries is SEGMENT: tile-list entries one raster_fwd block walks (raster.h: segments; internal/raster's SegmentEntries).
+	SegmentEntries = 512
 	// LossTile is LOSS_TILE: output pixels per edge of loss.cu's square tiles, one block of 256 threads each.
 	LossTile = 16
 	// ShBlock is SH_BLOCK: project_bwd's most threads a block: the rows of SH coefficients it stages.
@@ -487,7 +491,8 @@ type TileOrderArgs struct {
 // RasterFwdArgs are the parameters of raster_fwd_ewa and raster_fwd_ray (shaders/raster_fwd.cu), in the kernel's order.
 type RasterFwdArgs struct {
 	Rp          Raster
-	Readout     Buf // read: u32
+	Readout     Buf // written: u32
+	Pass        uint32
 	TileOrder   Buf // read: u32
 	TileOffsets Buf // read: u32
 	Ids         Buf // read: u32
@@ -498,6 +503,25 @@ type RasterFwdArgs struct {
 	RayU        Buf // read: f32
 	RayA        Buf // read: f32
 	Rays        Buf // read: f32
+	Image       Buf // written: f32
+	FinalT      Buf // written: f32
+	Count       Buf // written: u32
+	TileWalk    Buf // written: u32
+	ChunkState  Buf // written: f32
+	SegState    Buf // written: f32
+	SegCount    Buf // written: u32
+	SegCont     Buf // written: u32
+	SegItems    Buf // written: u32
+}
+
+// RasterFwdJoinArgs are the parameters of raster_fwd_join (shaders/raster_fwd.cu), in the kernel's order.
+type RasterFwdJoinArgs struct {
+	Rp          Raster
+	Readout     Buf // read: u32
+	TileOffsets Buf // read: u32
+	SegState    Buf // read: f32
+	SegCount    Buf // read: u32
+	SegCont     Buf // read: u32
 	Image       Buf // written: f32
 	FinalT      Buf // written: f32
 	Count       Buf // written: u32
@@ -714,6 +738,7 @@ type EngineKernels struct {
 	tileOrder       gpu.Kernel
 	rasterFwdEwa    gpu.Kernel
 	rasterFwdRay    gpu.Kernel
+	rasterFwdJoin   gpu.Kernel
 	lossMap         gpu.Kernel
 	lossGrad        gpu.Kernel
 	lossFinish      gpu.Kernel
@@ -740,7 +765,7 @@ func LoadEngineKernels(dev gpu.Device) (*EngineKernels, error) {
 		{"scan.cu", []entry{{"scan_blocks", &k.scanBlocks}, {"scan_add", &k.scanAdd}, {"scan_add_sums", &k.scanAddSums}}},
 		{"sort.cu", []entry{{"sort_hist", &k.sortHist}, {"sort_scatter", &k.sortScatter}}},
 		{"ranges.cu", []entry{{"tile_ranges", &k.tileRanges}, {"tile_order", &k.tileOrder}}},
-		{"raster_fwd.cu", []entry{{"raster_fwd_ewa", &k.rasterFwdEwa}, {"raster_fwd_ray", &k.rasterFwdRay}}},
+		{"raster_fwd.cu", []entry{{"raster_fwd_ewa", &k.rasterFwdEwa}, {"raster_fwd_ray", &k.rasterFwdRay}, {"raster_fwd_join", &k.rasterFwdJoin}}},
 		{"loss.cu", []entry{{"loss_map", &k.lossMap}, {"loss_grad", &k.lossGrad}, {"loss_finish", &k.lossFinish}}},
 		{"raster_bwd.cu", []entry{{"raster_bwd_chunks", &k.rasterBwdChunks}, {"raster_bwd_ewa", &k.rasterBwdEwa}, {"raster_bwd_ray", &k.rasterBwdRay}}},
 		{"project_bwd.cu", []entry{{"project_bwd", &k.projectBwd}, {"project_bwd_adam", &k.projectBwdAdam}}},
@@ -979,9 +1004,10 @@ func (k *EngineKernels) TileOrder(grid, block gpu.Dim3, a TileOrderArgs) error {
 
 // RasterFwdEwa launches raster_fwd_ewa (shaders/raster_fwd.cu) on a grid of grid blocks of block threads.
 func (k *EngineKernels) RasterFwdEwa(grid, block gpu.Dim3, a RasterFwdArgs) error {
-	l := newLaunch("raster_fwd_ewa", grid, block, 0, 0, 17)
+	l := newLaunch("raster_fwd_ewa", grid, block, 0, 0, 22)
 	l.bytes(a.Rp.Bytes())
 	l.buf("readout", a.Readout, 4)
+	l.u32(a.Pass)
 	l.buf("tileOrder", a.TileOrder, 4)
 	l.buf("tileOffsets", a.TileOffsets, 4)
 	l.buf("ids", a.Ids, 4)
@@ -997,14 +1023,19 @@ func (k *EngineKernels) RasterFwdEwa(grid, block gpu.Dim3, a RasterFwdArgs) erro
 	l.buf("count", a.Count, 4)
 	l.buf("tileWalk", a.TileWalk, 4)
 	l.buf("chunkState", a.ChunkState, 4)
+	l.buf("segState", a.SegState, 4)
+	l.buf("segCount", a.SegCount, 4)
+	l.buf("segCont", a.SegCont, 4)
+	l.buf("segItems", a.SegItems, 4)
 	return l.run(k.dev, k.rasterFwdEwa)
 }
 
 // RasterFwdRay launches raster_fwd_ray (shaders/raster_fwd.cu) on a grid of grid blocks of block threads.
 func (k *EngineKernels) RasterFwdRay(grid, block gpu.Dim3, a RasterFwdArgs) error {
-	l := newLaunch("raster_fwd_ray", grid, block, 0, 0, 17)
+	l := newLaunch("raster_fwd_ray", grid, block, 0, 0, 22)
 	l.bytes(a.Rp.Bytes())
 	l.buf("readout", a.Readout, 4)
+	l.u32(a.Pass)
 	l.buf("tileOrder", a.TileOrder, 4)
 	l.buf("tileOffsets", a.TileOffsets, 4)
 	l.buf("ids", a.Ids, 4)
@@ -1020,7 +1051,28 @@ func (k *EngineKernels) RasterFwdRay(grid, block gpu.Dim3, a RasterFwdArgs) erro
 	l.buf("count", a.Count, 4)
 	l.buf("tileWalk", a.TileWalk, 4)
 	l.buf("chunkState", a.ChunkState, 4)
+	l.buf("segState", a.SegState, 4)
+	l.buf("segCount", a.SegCount, 4)
+	l.buf("segCont", a.SegCont, 4)
+	l.buf("segItems", a.SegItems, 4)
 	return l.run(k.dev, k.rasterFwdRay)
+}
+
+// RasterFwdJoin launches raster_fwd_join (shaders/raster_fwd.cu) on a grid of grid blocks of block threads.
+func (k *EngineKernels) RasterFwdJoin(grid, block gpu.Dim3, a RasterFwdJoinArgs) error {
+	l := newLaunch("raster_fwd_join", grid, block, 0, 0, 11)
+	l.bytes(a.Rp.Bytes())
+	l.buf("readout", a.Readout, 4)
+	l.buf("tileOffsets", a.TileOffsets, 4)
+	l.buf("segState", a.SegState, 4)
+	l.buf("segCount", a.SegCount, 4)
+	l.buf("segCont", a.SegCont, 4)
+	l.buf("image", a.Image, 4)
+	l.buf("finalT", a.FinalT, 4)
+	l.buf("count", a.Count, 4)
+	l.buf("tileWalk", a.TileWalk, 4)
+	l.buf("chunkState", a.ChunkState, 4)
+	return l.run(k.dev, k.rasterFwdJoin)
 }
 
 // LossMap launches loss_map (shaders/loss.cu) on a grid of grid blocks of block threads.
@@ -1320,8 +1372,9 @@ var Kernels = []KernelInfo{
 	{Name: "sort_scatter", Unit: "sort.cu", Params: 9, InlineBytes: 64, SharedBytes: 29728, Block: 256, MaxThreads: 0},
 	{Name: "tile_ranges", Unit: "ranges.cu", Params: 4, InlineBytes: 28, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "tile_order", Unit: "ranges.cu", Params: 4, InlineBytes: 28, SharedBytes: 512, Block: 1024, MaxThreads: 0},
-	{Name: "raster_fwd_ewa", Unit: "raster_fwd.cu", Params: 17, InlineBytes: 176, SharedBytes: 12296, Block: 0, MaxThreads: 0},
-	{Name: "raster_fwd_ray", Unit: "raster_fwd.cu", Params: 17, InlineBytes: 176, SharedBytes: 20488, Block: 0, MaxThreads: 0},
+	{Name: "raster_fwd_ewa", Unit: "raster_fwd.cu", Params: 22, InlineBytes: 212, SharedBytes: 12296, Block: 0, MaxThreads: 0},
+	{Name: "raster_fwd_ray", Unit: "raster_fwd.cu", Params: 22, InlineBytes: 212, SharedBytes: 20488, Block: 0, MaxThreads: 0},
+	{Name: "raster_fwd_join", Unit: "raster_fwd.cu", Params: 11, InlineBytes: 128, SharedBytes: 4, Block: 0, MaxThreads: 0},
 	{Name: "loss_map", Unit: "loss.cu", Params: 9, InlineBytes: 132, SharedBytes: 24568, Block: 256, MaxThreads: 256},
 	{Name: "loss_grad", Unit: "loss.cu", Params: 6, InlineBytes: 108, SharedBytes: 29364, Block: 256, MaxThreads: 0},
 	{Name: "loss_finish", Unit: "loss.cu", Params: 5, InlineBytes: 36, SharedBytes: 6144, Block: 256, MaxThreads: 0},

@@ -160,12 +160,14 @@ var Consts = []Const{
 	{"RO_SSIM", "RoSSIM", 8, false, "readout words 8, 9: Σ SSIM map as a two-float sum (float32 hi, lo)"},
 	{"RO_BIG", "RoBig", 10, false, "readout word: splats bin_count queued for a warp each"},
 	{"RO_BIGBITS", "RoBigBits", 11, false, "readout word: words of hit bits the queued splats asked for"},
+	{"RO_SEGS", "RoSegs", 12, false, "readout word: segments after the first that raster_fwd's first pass queued for its second"},
 	{"RO_WORDS", "RoWords", 16, false, "words of the readout block"},
 	{"SCAN_BLOCK", "ScanBlock", 1024, true, "elements one scan_blocks block covers (256 threads × 4)"},
 	{"SORT_THREADS", "SortThreads", 256, true, "threads of a sort block"},
 	{"SORT_ROUNDS", "SortRounds", 12, true, "rounds of SORT_THREADS elements a sort block ranks"},
 	{"SORT_CHUNK", "SortChunk", 3072, true, "elements one sort block owns (SORT_THREADS × SORT_ROUNDS)"},
 	{"CHUNK", "ChunkEntries", chunk, true, "tile-list entries one raster_bwd block walks (raster.h: chunks and their states)"},
+	{"SEGMENT", "SegmentEntries", 512, true, "tile-list entries one raster_fwd block walks (raster.h: segments; internal/raster's SegmentEntries)"},
 	{"LOSS_TILE", "LossTile", lossTile, true, "output pixels per edge of loss.cu's square tiles, one block of 256 threads each"},
 	{"SH_BLOCK", "ShBlock", shBlock, false, "project_bwd's most threads a block: the rows of SH coefficients it stages"},
 }
@@ -232,6 +234,9 @@ var Units = []Unit{
 			Shared: []Shared{{"s", "Staged<false>", 0}, {"alive", U32, 0}, {"longest", U32, 0}}},
 		{Name: "raster_fwd_ray", Args: "raster_fwd", Params: rasterFwdParams,
 			Shared: []Shared{{"s", "Staged<true>", 0}, {"alive", U32, 0}, {"longest", U32, 0}}},
+		{Name: "raster_fwd_join", Params: []Param{val("rp", "Raster"), in("readout", U32), in("tileOffsets", U32),
+			in("segState", F32), in("segCount", U32), in("segCont", U32), out("image", F32), out("finalT", F32),
+			out("count", U32), out("tileWalk", U32), out("chunkState", F32)}, Shared: []Shared{{"longest", U32, 0}}},
 	}},
 	{Name: "loss", Set: "Engine", Kernels: []Kernel{
 		// loss_map's bounds: 3 blocks an SM rather than 2 (96 registers): 0.056 → 0.050 ms at
@@ -296,9 +301,10 @@ var Units = []Unit{
 	}},
 }
 
-var rasterFwdParams = []Param{val("rp", "Raster"), in("readout", U32), in("tileOrder", U32), in("tileOffsets", U32), in("ids", U32),
-	in("opacity", F32), in("color", F32), in("mean2d", F32), in("conic", F32), in("rayU", F32), in("rayA", F32),
-	in("rays", F32), out("image", F32), out("finalT", F32), out("count", U32), out("tileWalk", U32), out("chunkState", F32)}
+var rasterFwdParams = []Param{val("rp", "Raster"), out("readout", U32), sc("pass", U32), in("tileOrder", U32), in("tileOffsets", U32),
+	in("ids", U32), in("opacity", F32), in("color", F32), in("mean2d", F32), in("conic", F32), in("rayU", F32), in("rayA", F32),
+	in("rays", F32), out("image", F32), out("finalT", F32), out("count", U32), out("tileWalk", U32), out("chunkState", F32),
+	out("segState", F32), out("segCount", U32), out("segCont", U32), out("segItems", U32)}
 
 var rasterBwdParams = []Param{val("rp", "Raster"), in("readout", U32), sc("numTiles", U32), in("tileOffsets", U32),
 	in("ids", U32), in("opacity", F32), in("color", F32), in("mean2d", F32), in("conic", F32), in("rayU", F32),
