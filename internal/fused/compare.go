@@ -679,7 +679,8 @@ func (e *Engine) poison() error {
 		e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.counts, e.visFlags, e.depthKeys, e.order, e.depthKeysTmp, e.orderTmp, e.ranked, e.rankOf,
 		e.hitMask, e.bigOff, e.bigBits, e.keys, e.ids, e.keysTmp, e.idsTmp,
 		e.hist, e.tileOffsets, e.tileOrder, e.image, e.finalT, e.count, e.dImage, e.rays, e.dmap,
-		e.partAbs, e.partSq, e.partSSIM, e.tileWalk, e.chunkStart, e.chunkTile, e.chunkState} {
+		e.partAbs, e.partSq, e.partSSIM, e.tileWalk, e.chunkStart, e.chunkTile, e.chunkState, e.segCont, e.segItems, e.segState,
+		e.segCount} {
 		if b == nil {
 			continue
 		}
