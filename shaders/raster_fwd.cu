@@ -40,6 +40,26 @@
 #include "raster.h"
 #include "entries/raster_fwd.h"
 
+// write_walk writes a pixel's finished walk (when inside the image: its colour over the
+// background, final T and count) and, with the whole block, the tile's longest count, for which
+// longest must be 0 and ordered before the call's first barrier.
+DEVICE void write_walk(Thr th, const Raster& rp, bool inside, u32 pix, float T, float cr, float cg, float cb, u32 cnt,
+                       GPTR float* image, GPTR float* finalT, GPTR u32* count, GPTR u32* tileWalk, u32 tile,
+                       SPTR u32& longest)
+{
+    if (inside) {
+        image[pix * 3] = cr + mul_rn(T, rp.bg[0]);
+        image[pix * 3 + 1] = cg + mul_rn(T, rp.bg[1]);
+        image[pix * 3 + 2] = cb + mul_rn(T, rp.bg[2]);
+        finalT[pix] = T;
+        count[pix] = cnt;
+    }
+    BARRIER();
+    if (cnt > 0u) shared_max_u32(&longest, cnt);
+    BARRIER();
+    if (th.tid == 0u) tileWalk[tile] = longest;
+}
+
 // raster_fwd_run is both entry points' body; the block-shared s (the staged batch), alive (the
 // tile's pixels still walking) and longest (the tile's longest count) are the wrapper's.
 template <bool RAY>
@@ -181,17 +201,7 @@ DEVICE void raster_fwd_run(Thr th, raster_fwd_args a, SPTR Staged<RAY>& s, SPTR 
         }
         return;
     }
-    if (inside) {
-        a.image[pix * 3] = cr + mul_rn(T, rp.bg[0]);
-        a.image[pix * 3 + 1] = cg + mul_rn(T, rp.bg[1]);
-        a.image[pix * 3 + 2] = cb + mul_rn(T, rp.bg[2]);
-        a.finalT[pix] = T;
-        a.count[pix] = cnt;
-    }
-    BARRIER();
-    if (cnt > 0u) shared_max_u32(&longest, cnt);
-    BARRIER();
-    if (th.tid == 0u) a.tileWalk[tile] = longest;
+    write_walk(th, rp, inside, pix, T, cr, cg, cb, cnt, a.image, a.finalT, a.count, a.tileWalk, tile, longest);
 }
 
 DEVICE void raster_fwd_ewa_body(Thr th, raster_fwd_args a, SPTR Staged<false>& s, SPTR u32& alive, SPTR u32& longest)
@@ -253,17 +263,7 @@ DEVICE void raster_fwd_join_body(Thr th, raster_fwd_join_args a, SPTR u32& longe
         if (lc > 0u) cnt = lc;
         done = fin || T < TERMINATE_T;
     }
-    if (inside) {
-        u32 pix = (u32)y * (u32)rp.W + (u32)x;
-        a.image[pix * 3] = cr + mul_rn(T, rp.bg[0]);
-        a.image[pix * 3 + 1] = cg + mul_rn(T, rp.bg[1]);
-        a.image[pix * 3 + 2] = cb + mul_rn(T, rp.bg[2]);
-        a.finalT[pix] = T;
-        a.count[pix] = cnt;
-    }
-    if (th.tid == 0u) longest = 0u;
-    BARRIER();
-    if (cnt > 0u) shared_max_u32(&longest, cnt);
-    BARRIER();
-    if (th.tid == 0u) a.tileWalk[tile] = longest;
+    if (th.tid == 0u) longest = 0u; // ordered before the maxima by write_walk's first barrier
+    write_walk(th, rp, inside, inside ? (u32)y * (u32)rp.W + (u32)x : 0u, T, cr, cg, cb, cnt, a.image, a.finalT, a.count,
+               a.tileWalk, tile, longest);
 }

@@ -55,7 +55,8 @@ func (e *Engine) ensureChunks() error {
 	if err := e.ensure(&e.segItems, 2*max(maxQueued(e.listCap), 1)*4); err != nil {
 		return fmt.Errorf("fused: raster queue of %d segments: %w", maxQueued(e.listCap), err)
 	}
-	if err := e.ensure(&e.segCount, ns*e.chunkStateFloats()/4*4); err != nil {
+	// A u32 a pixel and segment: the bytes of one float plane of the states, chunkStateFloats/4 words.
+	if err := e.ensure(&e.segCount, ns*e.chunkStateFloats()); err != nil {
 		return fmt.Errorf("fused: segment counts of %d segments: %w", ns, err)
 	}
 	if err := e.ensure(&e.segState, ns*e.chunkStateFloats()*4); err != nil {
