@@ -111,7 +111,7 @@ struct AdamGroup {
 };
 static_assert(sizeof(AdamGroup) == 16, "struct AdamGroup: 16 bytes on the host");
 
-// AdamP: one Adam step: the six groups, then β1, β2, 1−β1, 1−β2, ε, the splat count, visible-only, the MCMC regularisers' coefficients (engine.RegCoeffs; 0 = off) and whether they reach the splats in view only (engine.MCMCStep.RegInView).
+// AdamP: one Adam step: the six groups, then β1, β2, 1−β1, 1−β2, ε, the splat count, visible-only, the MCMC regularisers' coefficients (engine.RegCoeffs; 0 = off) and whether they reach the splats in view only (engine.MCMCStep.RegInView), and the factor adam_step takes the summed gradients by (1/B for a batch of B views).
 struct AdamP {
     AdamGroup g[6];
     float b1;
@@ -124,8 +124,9 @@ struct AdamP {
     float co;
     float cs;
     u32 regInView;
+    float gradScale;
 };
-static_assert(sizeof(AdamP) == 136, "struct AdamP: 136 bytes on the host");
+static_assert(sizeof(AdamP) == 140, "struct AdamP: 140 bytes on the host");
 
 // RayCam: the pinhole camera pixel_rays builds each pixel's ray from, every value a float32 pair hi + lo (prep.RayCam).
 struct RayCam {
@@ -218,6 +219,7 @@ DEVICE AdamP rlx_copy(constant AdamP& s)
     r.co = s.co;
     r.cs = s.cs;
     r.regInView = s.regInView;
+    r.gradScale = s.gradScale;
     return r;
 }
 DEVICE RayCam rlx_copy(constant RayCam& s)

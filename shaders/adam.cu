@@ -12,6 +12,9 @@
 //   params, m, v [59n] f32 updated in place; valid [n] u32 (project)
 //   grads [59n] f32: read for valid splats only. An invalid splat's gradient is zero, and
 //   project_bwd does not write it: its elements take g = 0 (or, visible-only, no update).
+//   After a batch of views, grads holds the sum of the views' gradients and valid is
+//   project_bwd's seen (valid in some view of the batch); each read gradient is multiplied by
+//   ap.gradScale (1/B: the batch's mean loss; 1 for one view, which leaves it exact).
 //   readout[RO_NONFINITE] += non-finite (or overflowing) gradients used as 0, plus updates
 //   skipped because the update or the new value was not finite.
 //   With the MCMC regularisers on (ap.co, ap.cs), their gradient joins every updated element's
@@ -99,7 +102,8 @@ DEVICE void adam_step_body(Thr th, adam_step_args a, SPTR float* gtab)
     u32 bad = 0;
     for (u32 q = 0; q < 4u; q++) {
         if (!upd[q]) continue;
-        bad += adam_group_update(ap, gtab, grp[q], adam_grad(ap, grp[q], live[q] ? g[q] : 0.0f, p[q], live[q]), p[q], mm[q], vv[q]);
+        float gq = live[q] ? mul_rn(ap.gradScale, g[q]) : 0.0f;
+        bad += adam_group_update(ap, gtab, grp[q], adam_grad(ap, grp[q], gq, p[q], live[q]), p[q], mm[q], vv[q]);
     }
     // Elements left alone (visible-only) are written back unchanged.
     if (cnt == 4u) {

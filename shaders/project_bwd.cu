@@ -14,6 +14,12 @@
 //   grads [59n] f32 packed: every element of a valid splat written once. An invalid splat's
 //   gradient is zero and is not written (adam_step does not read it): at 1M splats of which
 //   half are in view, that saves a quarter of a gigabyte a step.
+//   A batch of views sums its views' gradients in grads: seen [n] u32 marks the splats some
+//   view of the batch has written so far. later == 0 (a step's only or first view): grads
+//   written as above, seen[i] = valid[i]. later != 0 (a later view of the batch): a valid
+//   splat already seen adds its gradients to grads (in view order, as the CPU engine sums
+//   them), one not seen writes them; seen[i] |= valid[i]. adam_step then reads seen as the
+//   batch's valid.
 //   grad2d [n] f32: ‖dL/d(projected centre)‖ in NDC units (pixel gradient × W/2, H/2)
 //   accumulate != 0: statAccum[i] += grad2d, statCount[i] += 1, statMaxRadius[i] = max(…, radius)
 //   for valid splats (the 3DGS densification statistics)
@@ -49,14 +55,17 @@ DEVICE void sh_stage_in(Thr th, const GPTR float* src, const GPTR u32* valid, u3
 }
 
 // sh_stage_out writes the rows of s of the cnt splats valid marks valid to dst (within the
-// contiguous range dst[0, cnt·SH_STRIDE)). Every thread of the block takes part, after a
-// BARRIER().
-DEVICE void sh_stage_out(Thr th, const SPTR float* s, const GPTR u32* valid, u32 cnt, GPTR float* dst)
+// contiguous range dst[0, cnt·SH_STRIDE)), adding them to dst's values for the splats add marks
+// (a later view of a batch, the splat's gradients already written). Every thread of the block
+// takes part, after a BARRIER().
+DEVICE void sh_stage_out(Thr th, const SPTR float* s, const GPTR u32* valid, const SPTR u32* add, u32 cnt, GPTR float* dst)
 {
     u32 total = cnt * SH_STRIDE;
     for (u32 e = th.tid; e < total; e += th.bdim) {
         u32 j = e / SH_STRIDE, r = e - j * SH_STRIDE;
-        if (valid[j]) dst[e] = s[j * SH_SROW + r];
+        if (!valid[j]) continue;
+        float x = s[j * SH_SROW + r];
+        dst[e] = add[j] ? dst[e] + x : x;
     }
 }
 
@@ -329,7 +338,7 @@ DEVICE void stats(u32 i, float stat, u32 accumulate, const GPTR float* radius, G
     }
 }
 
-DEVICE void project_bwd_body(Thr th, project_bwd_args a, SPTR float* sSh)
+DEVICE void project_bwd_body(Thr th, project_bwd_args a, SPTR float* sSh, SPTR u32* sAdd)
 {
     // readout[RO_ABORT] is the same for every thread: whole blocks leave, before any barrier.
     if (a.readout[RO_ABORT]) return;
@@ -340,24 +349,35 @@ DEVICE void project_bwd_body(Thr th, project_bwd_args a, SPTR float* sSh)
     u32 cnt = stage_rows(th, a.params, valid, n, first, sSh);
     u32 i = first + th.tid;
     SPTR float* sh = sSh + th.tid * SH_SROW;
+    // Whether the batch's earlier views wrote splat i's gradients (added to below), read before
+    // seen[i] is updated; each thread reads and writes its own splat's word only.
+    u32 add = 0u;
+    if (i < n) {
+        add = a.later ? a.seen[i] : 0u;
+        a.seen[i] = add | (valid[i] != 0u ? 1u : 0u);
+    }
+    sAdd[th.tid] = add;
     if (i < n && !valid[i]) {
         a.grad2d[i] = 0.0f;
     } else if (i < n) {
-        // A valid splat's backward writes each of its 59 gradients once (the SH ones through sh).
+        // A valid splat's backward writes (or adds) each of its 59 gradients once (the SH ones
+        // through sh).
         PG pg = {a.gColor, a.gOpacity, a.gMean2d, a.gConic, a.gRayU, a.gRayA};
         float g[G_N];
         float stat = cam.model == MODEL_RAY ? ray_backward(cam, a.params, n, i, pg, sh, g)
                                             : ewa_backward(cam, a.params, n, i, pg, sh, g);
+        u32 el[G_N];
         for (u32 k = 0; k < 3u; k++) {
-            a.grads[OFF_MEANS(n) + i * 3u + k] = g[G_MEANS + k];
-            a.grads[OFF_SCALES(n) + i * 3u + k] = g[G_SCALES + k];
+            el[G_MEANS + k] = OFF_MEANS(n) + i * 3u + k;
+            el[G_SCALES + k] = OFF_SCALES(n) + i * 3u + k;
         }
-        for (u32 k = 0; k < 4u; k++) a.grads[OFF_QUATS(n) + i * 4u + k] = g[G_QUATS + k];
-        a.grads[OFF_OPAC(n) + i] = g[G_OPAC];
+        for (u32 k = 0; k < 4u; k++) el[G_QUATS + k] = OFF_QUATS(n) + i * 4u + k;
+        el[G_OPAC] = OFF_OPAC(n) + i;
+        for (u32 k = 0; k < G_N; k++) a.grads[el[k]] = add ? a.grads[el[k]] + g[k] : g[k];
         stats(i, stat, a.accumulate, a.radius, a.grad2d, a.statAccum, a.statCount, a.statMaxRadius);
     }
     BARRIER();
-    sh_stage_out(th, sSh, valid + first, cnt, a.grads + OFF_SH(n) + first * SH_STRIDE);
+    sh_stage_out(th, sSh, valid + first, sAdd, cnt, a.grads + OFF_SH(n) + first * SH_STRIDE);
 }
 
 // Row states of project_bwd_adam's sUse: the splat is out of view (Adam takes g = 0, or leaves

@@ -229,6 +229,26 @@ func gpuParity(ctx context.Context, o *parityOptions, s *streams) (failed, total
 			}
 		}
 	}
+	// A step over a batch of views (train.batch_size): its summed gradients against the views
+	// alone and the CPU's, its statistics and its update.
+	bg, bvs := fused.RandomBatch(0, 4000, 160, 120, 3)
+	for _, m := range []prep.Model{prep.EWA, prep.Ray} {
+		set := engine.DefaultSettings()
+		set.Render = m
+		so := engine.StepOptions{SHDegree: 3, LR: parityLR, AccumulateStats: true}
+		check := fmt.Sprintf("gpu random batch of %d %s", len(bvs), m)
+		if err := ctx.Err(); err != nil {
+			return 0, 0, err
+		}
+		r, err := fused.CompareBatch(dev, set, bg, bvs, so)
+		if err != nil {
+			return 0, 0, fmt.Errorf("parity: %s: %w", check, err)
+		}
+		for range r {
+			checks = append(checks, check)
+		}
+		rows = append(rows, r...)
+	}
 	in := dev.Info()
 	fmt.Fprintf(s.Out, "\nGPU engine (%s %s) against the CPU engine, stage by stage:\n", in.Backend, in.Name)
 	return printCompareRows(s.Out, checks, rows), len(rows), nil

@@ -184,8 +184,12 @@ func runTrain(cmd *cobra.Command, o *trainOptions, c *config.Config, s *streams)
 		}
 		notice(fmt.Sprintf("resumed from %s at step %d", o.resume, tr.Step()))
 	}
-	fmt.Fprintf(s.Err, "rlxsplat: training %d Gaussians on %s for %d steps (%s model) into %s\n",
-		eng.Len(), eng.Name(), opt.Iterations, c.Model.Render, opt.OutDir)
+	steps := fmt.Sprintf("%d steps", opt.Iterations)
+	if opt.BatchSize > 1 {
+		steps = fmt.Sprintf("%d steps of %d views", opt.Iterations, opt.BatchSize)
+	}
+	fmt.Fprintf(s.Err, "rlxsplat: training %d Gaussians on %s for %s (%s model) into %s\n",
+		eng.Len(), eng.Name(), steps, c.Model.Render, opt.OutDir)
 	if o.profile != "" {
 		stop, err := startProfile(o.profile)
 		if err != nil {

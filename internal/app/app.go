@@ -64,9 +64,13 @@ func EngineSettings(c *config.Config) (engine.Settings, error) {
 	s.TileSize = c.Raster.TileSize
 	s.BinMode = engine.BinMode(c.Raster.BinMode)
 	s.MaxSplatSteps = c.Raster.MaxSplatSteps
-	s.Adam = engine.AdamSettings{
+	a := engine.AdamSettings{
 		Beta1: float32(c.Optim.Beta1), Beta2: float32(c.Optim.Beta2), Eps: float32(c.Optim.Eps),
 		GradClip: float32(c.Optim.GradClip), VisibleOnly: c.Optim.VisibleOnly,
+	}
+	var err2 error
+	if s.Adam, err2 = a.ForBatch(c.Train.BatchSize); err2 != nil {
+		return s, fmt.Errorf("app: train.batch_size: %w", err2)
 	}
 	s.Workers = Workers(c)
 	return s, s.Validate()
@@ -75,9 +79,10 @@ func EngineSettings(c *config.Config) (engine.Settings, error) {
 // TrainOptions maps the config to the trainer's options. yaml is the
 // resolved config as written to out/config.yaml and the checkpoints.
 func TrainOptions(c *config.Config, yaml []byte) train.Options {
-	return train.Options{
+	o := train.Options{
 		Iterations: c.Train.Iterations,
 		Seed:       uint64(c.Train.Seed),
+		BatchSize:  c.Train.BatchSize,
 		SHDegree:   c.Model.SHDegree, SHInterval: c.Model.SHDegreeInterval,
 		MeansLR: c.Optim.MeansLR, MeansLRFinal: c.Optim.MeansLRFinal, MeansLRSteps: c.Optim.MeansLRSteps,
 		ScalesLR: c.Optim.ScalesLR, QuatsLR: c.Optim.QuatsLR, OpacityLR: c.Optim.OpacityLR,
@@ -103,6 +108,8 @@ func TrainOptions(c *config.Config, yaml []byte) train.Options {
 		CoarseScale: c.Train.CoarseScale, CoarseUntil: c.Train.CoarseUntil,
 		OutDir: c.Output.Dir, ConfigYAML: yaml, Workers: Workers(c),
 	}
+	o.ScaleSteps(c.Train.StepsScale)
+	return o
 }
 
 // LoadDataset loads the configured dataset, or generates the built-in demo

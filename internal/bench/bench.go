@@ -27,6 +27,9 @@ type Options struct {
 	// Profile, when set, is called as the first timed step starts and its stop function
 	// after the last (a Go CPU profile of the timed steps, say).
 	Profile func() (stop func(), err error)
+	// Batch is the number of views each step takes (train.batch_size; 0 means 1). A batch's
+	// step is timed whole: its stage table has the step alone, and the roofline is left out.
+	Batch int
 }
 
 // Result is what a run measured (also as JSON).
@@ -37,6 +40,7 @@ type Result struct {
 	Height    int                `json:"height"`
 	Gaussians int                `json:"gaussians"`
 	Steps     int                `json:"steps"`
+	Batch     int                `json:"batch_views"`
 	StageMs   map[string]float64 `json:"stage_ms_median"`
 	StepMs    float64            `json:"step_ms_median"`
 	// GPU engines with graphs: as many steps again, each replayed as one graph: their device
@@ -121,12 +125,13 @@ func Run(ctx context.Context, eng engine.Engine, views []dataset.View, so engine
 		fe.SetGraphs(false) // launch by launch first, with an event between stages
 		warmup = max(warmup, nv)
 	}
+	batch := max(o.Batch, 1)
+	views = views[:nv]
 	step := func(j int) (engine.StepResult, error) {
 		if err := ctx.Err(); err != nil {
 			return engine.StepResult{}, err // interrupted: stop between steps
 		}
-		v := views[j%nv]
-		return eng.Step(&engine.View{Index: j % nv, Camera: v.Camera, Target: v.Image.RGB}, so)
+		return eng.StepBatch(batchOf(views, j, batch), so)
 	}
 	for i := 0; i < warmup+o.Steps; i++ {
 		t0 := time.Now()
@@ -163,7 +168,7 @@ func Run(ctx context.Context, eng engine.Engine, views []dataset.View, so engine
 		stopProfile()
 	}
 	r := &Result{Engine: eng.Name(), Width: views[0].Camera.Width, Height: views[0].Camera.Height,
-		Gaussians: eng.Len(), Steps: o.Steps, StageMs: map[string]float64{}, StepMs: median(total), Entries: last.Entries}
+		Gaussians: eng.Len(), Steps: o.Steps, Batch: batch, StageMs: map[string]float64{}, StepMs: median(total), Entries: last.Entries}
 	for k, v := range stages {
 		r.StageMs[k] = median(v)
 	}
@@ -189,7 +194,7 @@ func Run(ctx context.Context, eng engine.Engine, views []dataset.View, so engine
 	r.GraphDeviceMs, r.GraphWallMs = median(dev), median(wall) // 0 without graphs
 	for _, graphs := range []bool{false, true} {
 		fe.SetGraphs(graphs)
-		ms, err := pipelined(ctx, fe, views[:nv], so, o.Steps)
+		ms, err := pipelined(ctx, fe, views, batch, so, o.Steps)
 		if err != nil {
 			return nil, err
 		}
@@ -213,7 +218,9 @@ func Run(ctx context.Context, eng engine.Engine, views []dataset.View, so engine
 			return nil, err
 		}
 	}
-	if o.Roofline {
+	if o.Roofline && batch > 1 {
+		r.Notes = append(r.Notes, "--roofline models one view a step: skipped for a batch")
+	} else if o.Roofline {
 		w := fused.Workload{Gaussians: r.Gaussians, Visible: int(median(visible)), Entries: int(median(entries)),
 			Width: r.Width, Height: r.Height, SHDegree: so.SHDegree, AccumulateStats: so.AccumulateStats,
 			FusedAdam: fe.FusesAdam(), Walk: medianWalk(walks)}
@@ -266,12 +273,9 @@ func measureRoofline(fe *fused.Engine, set engine.Settings, w fused.Workload, st
 // pipelined runs steps steps over views (cycled) as the trainer does, each submitted behind
 // the one before and collected after, without timings, and returns the wall time per step
 // from the first submission to the last result.
-func pipelined(ctx context.Context, fe *fused.Engine, views []dataset.View, so engine.StepOptions, steps int) (float64, error) {
+func pipelined(ctx context.Context, fe *fused.Engine, views []dataset.View, batch int, so engine.StepOptions, steps int) (float64, error) {
 	so.WantTimings = false
-	submit := func(j int) error {
-		v := &views[j%len(views)]
-		return fe.Submit(&engine.View{Index: j % len(views), Camera: v.Camera, Target: v.Image.RGB}, so)
-	}
+	submit := func(j int) error { return fe.SubmitBatch(batchOf(views, j, batch), so) }
 	t0 := time.Now()
 	if err := submit(0); err != nil {
 		return 0, err
@@ -290,6 +294,18 @@ func pipelined(ctx context.Context, fe *fused.Engine, views []dataset.View, so e
 		}
 	}
 	return float64(time.Since(t0).Microseconds()) / 1000 / float64(steps), nil
+}
+
+// batchOf is step j's views: batch of them, taken in turn from views (cycled), each with its
+// index among them.
+func batchOf(views []dataset.View, j, batch int) []*engine.View {
+	vs := make([]*engine.View, batch)
+	for k := range vs {
+		i := (j*batch + k) % len(views)
+		v := &views[i]
+		vs[k] = &engine.View{Index: i, Camera: v.Camera, Target: v.Image.RGB}
+	}
+	return vs
 }
 
 // timeLaunches runs steps more steps launch by launch with every launch timed and returns the

@@ -308,6 +308,12 @@ type Train struct {
 	CoarseScale int `yaml:"coarse_scale"`
 	// CoarseUntil is the step from which every step renders at full size.
 	CoarseUntil int `yaml:"coarse_until"`
+	// BatchSize is the number of views each step renders and back-propagates, the step's loss
+	// the mean of theirs (learning rates ×√B, Adam's β 1 − B(1 − β), ε/√B).
+	BatchSize int `yaml:"batch_size"`
+	// StepsScale multiplies every step count of the schedule (iterations, evaluations,
+	// previews, checkpoints, SH interval, learning-rate decay, densification).
+	StepsScale float64 `yaml:"steps_scale"`
 }
 
 // Export formats (output.formats).

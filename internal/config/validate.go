@@ -221,6 +221,12 @@ func (c *Config) problems() []error {
 	k.atLeast("train.preview_view", t.PreviewView, 0, "")
 	k.atLeast("train.coarse_scale", t.CoarseScale, 1, " (1 = off)")
 	k.atLeast("train.coarse_until", t.CoarseUntil, 0, "")
+	k.atLeast("train.batch_size", t.BatchSize, 1, "")
+	if t.BatchSize > maxBatch(c.Optim.Beta1, c.Optim.Beta2) {
+		k.add("train.batch_size", "%d is out of range: Adam's β1 for a batch, 1 − %d·(1 − optim.beta1 %g), must not fall below 0 (at most %d views)",
+			t.BatchSize, t.BatchSize, c.Optim.Beta1, maxBatch(c.Optim.Beta1, c.Optim.Beta2))
+	}
+	k.floatIn("train.steps_scale", t.StepsScale, 0, 1000, true, false)
 
 	if strings.TrimSpace(c.Output.Dir) == "" {
 		k.add("output.dir", "is empty: want a directory")
@@ -234,4 +240,15 @@ func (c *Config) problems() []error {
 		seen[f] = true
 	}
 	return k.errs
+}
+
+// maxBatch is the largest batch for which 1 − B(1 − β) is not below 0 for both betas (with a
+// margin for the rounding of 1 − β: β1 = 0.9 allows 10 views, Adam then without momentum).
+func maxBatch(b1, b2 float64) int {
+	const slack = 1e-9
+	m := 1
+	for float64(m+1)*(1-b1) <= 1+slack && float64(m+1)*(1-b2) <= 1+slack && m < 1<<20 {
+		m++
+	}
+	return m
 }

@@ -126,6 +126,12 @@ func TestValidate(t *testing.T) {
 		{"coarse_scale 0", func(c *Config) { c.Train.CoarseScale = 0 }, "train.coarse_scale: 0 is out of range: want >= 1 (1 = off)"},
 		{"coarse_scale 4", func(c *Config) { c.Train.CoarseScale = 4 }, ""},
 		{"coarse_until -1", func(c *Config) { c.Train.CoarseUntil = -1 }, "train.coarse_until: -1 is out of range: want >= 0"},
+		{"batch_size 0", func(c *Config) { c.Train.BatchSize = 0 }, "train.batch_size: 0 is out of range: want >= 1"},
+		{"batch_size 8", func(c *Config) { c.Train.BatchSize = 8 }, ""},
+		{"batch_size 10", func(c *Config) { c.Train.BatchSize = 10 }, ""},
+		{"batch_size 11", func(c *Config) { c.Train.BatchSize = 11 }, "train.batch_size: 11 is out of range: Adam's β1 for a batch, 1 − 11·(1 − optim.beta1 0.9), must not fall below 0 (at most 10 views)"},
+		{"steps_scale 0", func(c *Config) { c.Train.StepsScale = 0 }, "train.steps_scale: 0 is out of range: want a number in (0,1000]"},
+		{"steps_scale 0.25", func(c *Config) { c.Train.StepsScale = 0.25 }, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -127,8 +127,14 @@ func (s Shapes) Len() int { return len(s.OpacityLogits) }
 type Engine interface {
 	// Name says which engine and device this is ("cpu (2 threads)").
 	Name() string
-	// Step runs one full training step for the view.
+	// Step runs one full training step for the view: StepBatch of that view alone.
 	Step(v *View, o StepOptions) (StepResult, error)
+	// StepBatch runs one training step over a batch of views: each view rendered and
+	// back-propagated in turn, the gradients summed and scaled by BatchScale (the loss is the
+	// mean of the views'), the densification statistics accumulated view by view, then one
+	// optimizer update (of the splats some view saw, with visible-only Adam). The result's
+	// loss and counts are the means over the views; its image is the last view's.
+	StepBatch(vs []*View, o StepOptions) (StepResult, error)
 	// Render draws the current Gaussians for a camera ([H*W*3]).
 	Render(cam *camera.Camera, shDegree int, background [3]float32) ([]float32, error)
 	// Len is the current number of Gaussians.
@@ -158,14 +164,20 @@ type Engine interface {
 
 // Pipeliner is an Engine that can queue a training step behind one whose result has not been
 // read yet, so that a device engine never idles while the host takes its turn between steps.
-// Submit queues a step; Collect waits for the oldest queued step and returns its result. The
-// results, and the state after each step, are those of calling Step in the same order. While
+// Submit queues a step (SubmitBatch: over a batch of views); Collect waits for the oldest
+// queued step and returns its result. The results, and the state after each step, are those of calling Step in the same order. While
 // steps are queued, every other method but Name, Len and Close fails: collect them first.
 type Pipeliner interface {
 	Engine
 	Submit(v *View, o StepOptions) error
+	SubmitBatch(vs []*View, o StepOptions) error
 	Collect() (StepResult, error)
 }
 
 // ErrEmpty is returned when an engine is asked to train zero Gaussians.
 var ErrEmpty = errors.New("engine: the scene has no Gaussians")
+
+// BatchScale is the factor on a batch's summed gradients: the step's loss is the mean of its
+// views' losses, as gsplat's is. Both engines multiply by it in float32; for one view it is 1,
+// which leaves the gradients exact.
+func BatchScale(views int) float32 { return float32(1 / float64(max(views, 1))) }

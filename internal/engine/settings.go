@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/rlxsplat/rlxsplat/internal/loss"
 	"github.com/rlxsplat/rlxsplat/internal/prep"
@@ -40,6 +41,27 @@ type AdamSettings struct {
 	Beta1, Beta2, Eps float32
 	GradClip          float32 // elementwise |g| ≤ clip; 0 = off
 	VisibleOnly       bool    // update only splats visible this step (sparse Adam)
+}
+
+// ForBatch returns the settings for steps over batches of b views, by gsplat's rules for
+// batches (after Malladi et al.'s square-root scaling of Adam): β 1 − b(1 − β) for both
+// moments, so that a moment forgets as fast per view as it did per single-view step, and
+// ε/√b, as the learning rates are scaled by √b (by the trainer, per step). One view keeps the
+// settings as they are. β1 below 0 (b > 10 for 0.9) is an error.
+func (a AdamSettings) ForBatch(b int) (AdamSettings, error) {
+	if b <= 1 {
+		return a, nil
+	}
+	fb := float64(b)
+	b1 := 1 - fb*(1-float64(a.Beta1))
+	b2 := 1 - fb*(1-float64(a.Beta2))
+	const slack = 1e-6 // 1 − β of a float32 β is not exact
+	if b1 < -slack || b2 < -slack {
+		return a, fmt.Errorf("engine: a batch of %d views makes Adam's betas %.4g, %.4g: below 0", b, b1, b2)
+	}
+	a.Beta1, a.Beta2 = float32(max(b1, 0)), float32(max(b2, 0))
+	a.Eps = float32(float64(a.Eps) / math.Sqrt(fb))
+	return a, nil
 }
 
 // DefaultSettings are the 3DGS defaults (design.md §5, §6).

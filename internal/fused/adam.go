@@ -9,10 +9,11 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 )
 
-// adamArgs is struct AdamP for Adam step t: the per-group step sizes and bias corrections in
-// float64, rounded as internal/adam's stepGroup rounds them, and the coefficients of m's
-// regularisers for n splats.
-func adamArgs(s engine.AdamSettings, lr engine.LR, t int64, n int, m engine.MCMCStep) (abi.AdamP, error) {
+// adamArgs is struct AdamP for Adam step t over a batch of views views: the per-group step
+// sizes and bias corrections in float64, rounded as internal/adam's stepGroup rounds them, the
+// coefficients of m's regularisers for n splats, and the factor 1/views on the summed
+// gradients (engine.BatchScale).
+func adamArgs(s engine.AdamSettings, lr engine.LR, t int64, n int, m engine.MCMCStep, views int) (abi.AdamP, error) {
 	lrs := [6]float32{lr.Means, lr.LogScales, lr.Quats, lr.Opacity, lr.SHDC, lr.SHRest}
 	b1, b2, eps := float64(s.Beta1), float64(s.Beta2), float64(s.Eps)
 	bc1 := 1 - math.Pow(b1, float64(t))
@@ -24,6 +25,8 @@ func adamArgs(s engine.AdamSettings, lr engine.LR, t int64, n int, m engine.MCMC
 		C2:  float32(1 - b2),
 		Eps: float32(eps),
 		N:   uint32(n),
+		// The mean of the views' losses: the CPU engine scales its summed gradients alike.
+		GradScale: engine.BatchScale(views),
 	}
 	for g, r := range lrs {
 		if !(r >= 0 && r <= math.MaxFloat32) {
@@ -44,9 +47,10 @@ func adamArgs(s engine.AdamSettings, lr engine.LR, t int64, n int, m engine.MCMC
 }
 
 // adam launches adam.cu's adam_step over the 59·n packed elements, 4 a thread (design.md §5
-// step 8).
-func (e *Engine) adam(ap abi.AdamP) error {
+// step 8), the splats whose gradients grads holds marked in valid (seen after a step's
+// project_bwd).
+func (e *Engine) adam(ap abi.AdamP, valid gpu.Buffer) error {
 	return e.k.AdamStep(gpu.BlocksFor(uint32((paramFloats*e.n+3)/4), abi.AdamStepBlock), gpu.Dim3{abi.AdamStepBlock}, abi.AdamStepArgs{
-		Ap: ap, Readout: abi.B(e.readoutBuf), Params: abi.B(e.params), Grads: abi.B(e.grads), M: abi.B(e.adamM),
-		V: abi.B(e.adamV), Valid: abi.B(e.valid)})
+		Ap: ap, Readout: e.ro, Params: abi.B(e.params), Grads: abi.B(e.grads), M: abi.B(e.adamM),
+		V: abi.B(e.adamV), Valid: abi.B(valid)})
 }

@@ -23,7 +23,7 @@ func (e *Engine) bin(cam *camera.Camera, shDegree int) error {
 		conic = 0
 	}
 	cb := camArgs(cam, &e.set, shDegree, n)
-	ro := abi.B(e.readoutBuf)
+	ro := e.ro
 	if err := e.k.BinCount(gpu.BlocksFor(uint32(n+1), 256), gpu.Dim3{256}, abi.BinCountArgs{
 		Cam: cb, Valid: abi.B(e.valid), BoundCenter: abi.B(e.boundCenter), BoundQ: abi.B(e.boundQ), Rect: abi.B(e.rect),
 		RayHalf: abi.B(e.or(e.rayHalf)), Conic: conic, BigArea: int32(e.bigArea), Counts: abi.B(e.counts), Readout: ro, BigList: abi.B(e.bigList),
@@ -59,7 +59,7 @@ func (e *Engine) bin(cam *camera.Camera, shDegree int) error {
 		return err
 	}
 	if err := e.k.BinTotal(gpu.Dim3{1}, gpu.Dim3{32}, abi.BinTotalArgs{
-		Offsets: abi.B(e.ranked), N: uint32(n), Cap: uint32(e.listCap), Prev: abi.B(e.prevReadout), Readout: ro}); err != nil {
+		Offsets: abi.B(e.ranked), N: uint32(n), Cap: uint32(e.listCap), Prev: e.prevRo, Readout: ro}); err != nil {
 		return err
 	}
 	if err := e.k.BinEmit(gpu.BlocksFor(uint32(n), 256), gpu.Dim3{256}, abi.BinEmitArgs{

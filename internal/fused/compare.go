@@ -324,14 +324,14 @@ func compare(dev gpu.Device, set engine.Settings, g *splat.Gaussians, v *engine.
 	if err := gpu.UploadF32(dev, fe.grads, pack(pipe.Grads)); err != nil {
 		return nil, fmt.Errorf("fused: compare: gradients: %w", err)
 	}
-	if err := dev.Memset(fe.readoutBuf, 0, roWords*4, 0); err != nil {
+	if err := dev.Memset(fe.ro.B, fe.ro.Off, roWords*4, 0); err != nil {
 		return nil, fmt.Errorf("fused: compare: readout: %w", err)
 	}
-	ap, err := adamArgs(set.Adam, o.LR, 1, n, o.MCMC)
+	ap, err := adamArgs(set.Adam, o.LR, 1, n, o.MCMC, 1)
 	if err != nil {
 		return nil, fmt.Errorf("fused: compare: %w", err)
 	}
-	if err := fe.adam(ap); err != nil {
+	if err := fe.adam(ap, fe.valid); err != nil {
 		return nil, fmt.Errorf("fused: compare: adam: %w", err)
 	}
 	aAfter, err := fe.Gaussians()
@@ -467,15 +467,15 @@ func (r *rows) regularisedAdam(g *splat.Gaussians, m engine.MCMCStep) error {
 	if err := gpu.UploadSlice(fe.dev, fe.valid, 0, valid); err != nil {
 		return fmt.Errorf("fused: compare: valid flags: %w", err)
 	}
-	if err := fe.dev.Memset(fe.readoutBuf, 0, roWords*4, 0); err != nil {
+	if err := fe.dev.Memset(fe.ro.B, fe.ro.Off, roWords*4, 0); err != nil {
 		return fmt.Errorf("fused: compare: readout: %w", err)
 	}
 	lr := engine.LR{Means: 1e-3, LogScales: 5e-3, Quats: 1e-3, Opacity: 5e-2, SHDC: 2.5e-3, SHRest: 1.25e-4}
-	ap, err := adamArgs(fe.set.Adam, lr, 1, n, m)
+	ap, err := adamArgs(fe.set.Adam, lr, 1, n, m, 1)
 	if err != nil {
 		return fmt.Errorf("fused: compare: %w", err)
 	}
-	if err := fe.adam(ap); err != nil {
+	if err := fe.adam(ap, fe.valid); err != nil {
 		return fmt.Errorf("fused: compare: adam: %w", err)
 	}
 	got, err := fe.Gaussians()
@@ -680,7 +680,7 @@ func (e *Engine) poison() error {
 		e.hitMask, e.bigOff, e.bigBits, e.keys, e.ids, e.keysTmp, e.idsTmp,
 		e.hist, e.tileOffsets, e.tileOrder, e.image, e.finalT, e.count, e.dImage, e.rays, e.dmap,
 		e.partAbs, e.partSq, e.partSSIM, e.tileWalk, e.chunkStart, e.chunkTile, e.chunkState, e.segCont, e.segItems, e.segState,
-		e.segCount} {
+		e.segCount, e.seen} {
 		if b == nil {
 			continue
 		}
@@ -823,10 +823,10 @@ func (r *rows) fusedAdam(g *splat.Gaussians, v *engine.View, o engine.StepOption
 	if err := fe.upload(g, nil, nil, 0, nil); err != nil {
 		return fmt.Errorf("fused: compare: %w", err)
 	}
-	if err := fe.dev.Memset(fe.readoutBuf, 0, roWords*4, 0); err != nil {
+	if err := fe.dev.Memset(fe.ro.B, fe.ro.Off, roWords*4, 0); err != nil {
 		return fmt.Errorf("fused: compare: readout: %w", err)
 	}
-	ap, err := adamArgs(fe.set.Adam, o.LR, 1, fe.n, o.MCMC)
+	ap, err := adamArgs(fe.set.Adam, o.LR, 1, fe.n, o.MCMC, 1)
 	if err != nil {
 		return fmt.Errorf("fused: compare: %w", err)
 	}

@@ -98,16 +98,22 @@ type Engine struct {
 
 	dummy   gpu.Buffer // bound to pointer arguments a mode does not use
 	targets map[int]*target
-	// A readout block and stage events for each of the two steps that can be queued at once
-	// (Submit), and an event recorded at the end of every step, which its readout waits for.
-	// readoutBuf and events are those of the step (or render) being enqueued; prevReadout is
-	// the readout of the step queued before it, or readoutBuf when there is none (bin_total).
-	readouts                [2]gpu.Buffer
-	slotEvents              [2][9]gpu.Event // stage boundaries: engine.Stages has 8 stages
-	ends                    [2]gpu.Event
-	readoutBuf, prevReadout gpu.Buffer
-	events                  []gpu.Event
-	queue                   []*inflight // submitted steps not yet collected, oldest first
+	// Readout blocks and stage events for each of the two steps that can be queued at once
+	// (Submit), and an event recorded at the end of every step, which its readouts wait for.
+	// A slot's buffer holds a block for each view of a batch (view j's at j·roWords words; room
+	// for batchCap views). ro and events are those of the view (or render) being enqueued;
+	// prevRo is the readout of the view enqueued before it (in its batch, or the last of the
+	// step queued before it), or ro when there is none: bin_total carries an overflow on.
+	readouts   [2]gpu.Buffer
+	batchCap   int
+	slotEvents [2][9]gpu.Event // stage boundaries: engine.Stages has 8 stages
+	ends       [2]gpu.Event
+	ro, prevRo abi.Buf
+	events     []gpu.Event
+	queue      []*inflight // submitted steps not yet collected, oldest first
+	// seen marks, per splat, that some view of the batch under way has written its gradients
+	// (project_bwd); adam_step takes it as the batch's valid.
+	seen gpu.Buffer
 
 	// Steps as graphs (graphStep) when graphs is set (SetGraphs) and the device has them;
 	// graph is the replayed step, capturing true while a step is being captured.
@@ -120,6 +126,9 @@ type Engine struct {
 	// grads between them, where steps otherwise fuse them (project_bwd_adam): Compare sets it
 	// to check the gradients themselves.
 	unfusedAdam bool
+	// gradsOnly stops steps before the update, their gradients left in grads (CompareBatch,
+	// with unfusedAdam).
+	gradsOnly bool
 	// noEvents: the device has no timing events (gpu.ErrUnsupported); notes are the features
 	// found missing, each said once through notice.
 	noEvents bool
@@ -235,19 +244,38 @@ func newOnDevice(dev gpu.Device, set engine.Settings, g *splat.Gaussians, opts .
 }
 
 func (e *Engine) setup() error {
-	var err error
-	for slot := range e.readouts {
-		if e.readouts[slot], err = e.dev.Alloc(roWords * 4); err != nil {
-			return fmt.Errorf("fused: %w", err)
-		}
+	if err := e.growBatch(1); err != nil {
+		return err
 	}
 	if err := e.newEvents(); err != nil {
 		return err
 	}
+	var err error
 	if e.dummy, err = e.dev.Alloc(256); err != nil {
 		return fmt.Errorf("fused: %w", err)
 	}
-	e.useSlot(0, nil)
+	e.useView(0, 0, nil)
+	return nil
+}
+
+// growBatch makes room in both slots' readouts for batches of b views; no step may be queued.
+func (e *Engine) growBatch(b int) error {
+	if b <= e.batchCap {
+		return nil
+	}
+	for slot := range e.readouts {
+		if e.readouts[slot] != nil {
+			if err := e.dev.Free(e.readouts[slot]); err != nil {
+				return fmt.Errorf("fused: %w", err)
+			}
+			e.readouts[slot] = nil
+		}
+		var err error
+		if e.readouts[slot], err = e.dev.Alloc(b * roWords * 4); err != nil {
+			return fmt.Errorf("fused: readouts for batches of %d views: %w", b, err)
+		}
+	}
+	e.batchCap = b
 	return nil
 }
 
@@ -342,7 +370,7 @@ func (e *Engine) growSplats(n int) error {
 		width int
 	}{
 		{&e.params, paramFloats}, {&e.grads, paramFloats}, {&e.adamM, paramFloats}, {&e.adamV, paramFloats},
-		{&e.valid, 1}, {&e.depth, 1}, {&e.opacity, 1}, {&e.color, 3}, {&e.mean2d, 2}, {&e.conic, 3},
+		{&e.valid, 1}, {&e.seen, 1}, {&e.depth, 1}, {&e.opacity, 1}, {&e.color, 3}, {&e.mean2d, 2}, {&e.conic, 3},
 		{&e.boundCenter, 2}, {&e.boundQ, 3}, {&e.rect, 4}, {&e.radius, 1}, {&e.pg, pgFloats},
 		{&e.grad2d, 1}, {&e.bigList, 1}, {&e.bigOff, 1}, {&e.statAccum, 1}, {&e.statCount, 1}, {&e.statMaxRadius, 1},
 		{&e.depthKeys, 1}, {&e.order, 1}, {&e.depthKeysTmp, 1}, {&e.orderTmp, 1}, {&e.rankOf, 1},

@@ -64,7 +64,7 @@ func (e *Engine) hostBin(cam *camera.Camera, shDegree int, p *pass) error {
 			visible++
 		}
 	}
-	if err := gpu.UploadU32(e.dev, e.readoutBuf, []uint32{visible, uint32(len(l.IDs))}); err != nil {
+	if err := gpu.UploadSlice(e.dev, e.ro.B, e.ro.Off/4, []uint32{visible, uint32(len(l.IDs))}); err != nil {
 		return fmt.Errorf("fused: upload counts: %w", err)
 	}
 	return e.record(3)

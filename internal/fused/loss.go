@@ -57,7 +57,7 @@ func maxLossTiles(npx int) int { return (npx + lossTile - 1) / lossTile }
 func (e *Engine) loss(target gpu.Buffer, w, h int) error {
 	tiles := uint32(lossTiles(w, h))
 	lp := lossArgs(e.set.Loss, e.set.SSIMLambda, w, h)
-	ro := abi.B(e.readoutBuf)
+	ro := e.ro
 	if err := e.k.LossMap(gpu.Dim3{tiles}, gpu.Dim3{abi.LossMapBlock}, abi.LossMapArgs{Lp: lp, Readout: ro, Img: abi.B(e.image),
 		Target: abi.B(target), Grad: abi.B(e.dImage), Dmap: abi.B(e.dmap), PartAbs: abi.B(e.partAbs),
 		PartSq: abi.B(e.partSq), PartSsim: abi.B(e.partSSIM)}); err != nil {

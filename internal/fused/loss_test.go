@@ -30,7 +30,7 @@ func TestLossStageSizes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fe.useSlot(0, nil)
+		fe.useView(0, 0, nil)
 		for si, sz := range sizes {
 			w, h := sz[0], sz[1]
 			t.Run(fmt.Sprintf("%v/%dx%d", kind, w, h), func(t *testing.T) {
@@ -80,14 +80,14 @@ func checkLossStage(t *testing.T, fe *Engine, seed uint64, w, h int) {
 	}
 	run := func(ro []uint32) ([]float32, readout) {
 		t.Helper()
-		if err := gpu.UploadSlice(fe.dev, fe.readoutBuf, 0, ro); err != nil {
+		if err := gpu.UploadSlice(fe.dev, fe.ro.B, 0, ro); err != nil {
 			t.Fatal(err)
 		}
 		if err := fe.loss(tbuf, w, h); err != nil {
 			t.Fatal(err)
 		}
 		var back readout
-		copy(back[:], dl[uint32](t, fe, fe.readoutBuf, roWords))
+		copy(back[:], dl[uint32](t, fe, fe.ro.B, roWords))
 		return dl[float32](t, fe, fe.dImage, npx*3), back
 	}
 

@@ -14,7 +14,7 @@ func (e *Engine) project(cam *camera.Camera, shDegree int) error {
 		Cam: camArgs(cam, &e.set, shDegree, e.n), Params: abi.B(e.params), Valid: abi.B(e.valid), Depth: abi.B(e.depth),
 		Opacity: abi.B(e.opacity), Color: abi.B(e.color), Mean2d: abi.B(e.mean2d), Conic: abi.B(e.conic),
 		RayU: abi.B(e.or(e.rayU)), RayA: abi.B(e.or(e.rayA)), RayHalf: abi.B(e.or(e.rayHalf)), BoundCenter: abi.B(e.boundCenter), BoundQ: abi.B(e.boundQ),
-		Rect: abi.B(e.rect), Radius: abi.B(e.radius), Readout: abi.B(e.readoutBuf)})
+		Rect: abi.B(e.rect), Radius: abi.B(e.radius), Readout: e.ro})
 }
 
 // pixelRays fills the per-pixel world ray directions of the ray model when the camera changed

@@ -10,19 +10,23 @@ import (
 // rows, through which its SH loads and stores are coalesced, allow.
 const shBlock = abi.ShBlock
 
-// projectBwd launches project_bwd.cu (design.md §5 step 7): parameter gradients into grads and,
-// when accumulate, the densification statistics.
-func (e *Engine) projectBwd(cam *camera.Camera, shDegree int, accumulate bool) error {
-	acc := uint32(0)
+// projectBwd launches project_bwd.cu (design.md §5 step 7): parameter gradients into grads
+// (added to those of the batch's earlier views when later, seen marking the splats written)
+// and, when accumulate, the densification statistics.
+func (e *Engine) projectBwd(cam *camera.Camera, shDegree int, accumulate, later bool) error {
+	acc, lat := uint32(0), uint32(0)
 	if accumulate {
 		acc = 1
 	}
+	if later {
+		lat = 1
+	}
 	return e.k.ProjectBwd(gpu.BlocksFor(uint32(e.n), shBlock), gpu.Dim3{shBlock}, abi.ProjectBwdArgs{
-		Cam: camArgs(cam, &e.set, shDegree, e.n), Readout: abi.B(e.readoutBuf), Params: abi.B(e.params),
+		Cam: camArgs(cam, &e.set, shDegree, e.n), Readout: e.ro, Params: abi.B(e.params),
 		Valid: abi.B(e.valid), Radius: abi.B(e.radius), GColor: e.pgAt(pgColor), GOpacity: e.pgAt(pgOpacity),
 		GMean2d: e.pgAt(pgMean2D), GConic: e.pgAt(pgConic), GRayU: e.pgAt(pgRayU), GRayA: e.pgAt(pgRayA),
 		Grads: abi.B(e.grads), Grad2d: abi.B(e.grad2d), Accumulate: acc, StatAccum: abi.B(e.statAccum),
-		StatCount: abi.B(e.statCount), StatMaxRadius: abi.B(e.statMaxRadius)})
+		StatCount: abi.B(e.statCount), StatMaxRadius: abi.B(e.statMaxRadius), Later: lat, Seen: abi.B(e.seen)})
 }
 
 // projectBwdAdam launches project_bwd.cu's project_bwd_adam: project_bwd and adam_step in one
@@ -33,7 +37,7 @@ func (e *Engine) projectBwdAdam(cam *camera.Camera, shDegree int, accumulate boo
 		acc = 1
 	}
 	return e.k.ProjectBwdAdam(gpu.BlocksFor(uint32(e.n), shBlock), gpu.Dim3{shBlock}, abi.ProjectBwdAdamArgs{
-		Cam: camArgs(cam, &e.set, shDegree, e.n), Ap: ap, Readout: abi.B(e.readoutBuf), Params: abi.B(e.params),
+		Cam: camArgs(cam, &e.set, shDegree, e.n), Ap: ap, Readout: e.ro, Params: abi.B(e.params),
 		M: abi.B(e.adamM), V: abi.B(e.adamV), Valid: abi.B(e.valid), Radius: abi.B(e.radius), GColor: e.pgAt(pgColor),
 		GOpacity: e.pgAt(pgOpacity), GMean2d: e.pgAt(pgMean2D), GConic: e.pgAt(pgConic), GRayU: e.pgAt(pgRayU),
 		GRayA: e.pgAt(pgRayA), Grad2d: abi.B(e.grad2d), Accumulate: acc, StatAccum: abi.B(e.statAccum),

@@ -25,7 +25,7 @@ func (e *Engine) rasterBwd(cam *camera.Camera, bg [3]float32, tiles int) error {
 	if bound := maxChunks(e.listCap, tiles); bound > e.chunkCap {
 		return fmt.Errorf("fused: raster backward: up to %d chunks (%d list entries, %d tiles), the chunk buffers hold %d", bound, e.listCap, tiles, e.chunkCap)
 	}
-	if err := e.k.RasterBwdChunks(gpu.Dim3{1}, gpu.Dim3{abi.RasterBwdChunksBlock}, abi.RasterBwdChunksArgs{Readout: abi.B(e.readoutBuf),
+	if err := e.k.RasterBwdChunks(gpu.Dim3{1}, gpu.Dim3{abi.RasterBwdChunksBlock}, abi.RasterBwdChunksArgs{Readout: e.ro,
 		TileWalk: abi.B(e.tileWalk), NumTiles: uint32(tiles), ChunkStart: abi.B(e.chunkStart), ChunkTile: abi.B(e.chunkTile)}); err != nil {
 		return fmt.Errorf("fused: raster backward chunks: %w", err)
 	}
@@ -35,7 +35,7 @@ func (e *Engine) rasterBwd(cam *camera.Camera, bg [3]float32, tiles int) error {
 	}
 	blocks := min(maxChunks(e.listCap, tiles), e.bwdMaxBlocks)
 	return launch(gpu.Dim3{uint32(blocks)}, e.tileThreads(), abi.RasterBwdArgs{
-		Rp: rasterArgs(cam, &e.set, bg), Readout: abi.B(e.readoutBuf), NumTiles: uint32(tiles),
+		Rp: rasterArgs(cam, &e.set, bg), Readout: e.ro, NumTiles: uint32(tiles),
 		TileOffsets: abi.B(e.tileOffsets), Ids: abi.B(e.sortedIDs), Opacity: abi.B(e.opacity), Color: abi.B(e.color),
 		Mean2d: abi.B(e.mean2d), Conic: abi.B(e.conic), RayU: abi.B(e.or(e.rayU)), RayA: abi.B(e.or(e.rayA)),
 		Rays: abi.B(e.or(e.rays)), FinalT: abi.B(e.finalT), Count: abi.B(e.count), Image: abi.B(e.image),

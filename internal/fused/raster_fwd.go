@@ -33,11 +33,11 @@ func (e *Engine) rasterFwd(cam *camera.Camera, bg [3]float32, tiles int) error {
 	rp := rasterArgs(cam, &e.set, bg)
 	// The longest lists first, so that the short ones fill the SMs behind them (ranges.cu).
 	if err := e.k.TileOrder(gpu.Dim3{1}, gpu.Dim3{1024}, abi.TileOrderArgs{Offsets: abi.B(e.tileOffsets),
-		Readout: abi.B(e.readoutBuf), NumTiles: uint32(tiles), Order: abi.B(e.tileOrder)}); err != nil {
+		Readout: e.ro, NumTiles: uint32(tiles), Order: abi.B(e.tileOrder)}); err != nil {
 		return err
 	}
 	args := abi.RasterFwdArgs{
-		Rp: rp, Readout: abi.B(e.readoutBuf), TileOrder: abi.B(e.tileOrder), TileOffsets: abi.B(e.tileOffsets),
+		Rp: rp, Readout: e.ro, TileOrder: abi.B(e.tileOrder), TileOffsets: abi.B(e.tileOffsets),
 		Ids: abi.B(e.sortedIDs), Opacity: abi.B(e.opacity), Color: abi.B(e.color), Mean2d: abi.B(e.mean2d),
 		Conic: abi.B(e.conic), RayU: abi.B(e.or(e.rayU)), RayA: abi.B(e.or(e.rayA)), Rays: abi.B(e.or(e.rays)),
 		Image: abi.B(e.image), FinalT: abi.B(e.finalT), Count: abi.B(e.count), TileWalk: abi.B(e.tileWalk),
@@ -56,7 +56,7 @@ func (e *Engine) rasterFwd(cam *camera.Camera, bg [3]float32, tiles int) error {
 		return err
 	}
 	return e.k.RasterFwdJoin(gpu.Dim3{uint32(tiles)}, e.tileThreads(), abi.RasterFwdJoinArgs{
-		Rp: rp, Readout: abi.B(e.readoutBuf), TileOffsets: abi.B(e.tileOffsets), SegState: abi.B(e.segState),
+		Rp: rp, Readout: e.ro, TileOffsets: abi.B(e.tileOffsets), SegState: abi.B(e.segState),
 		SegCount: abi.B(e.segCount), SegCont: abi.B(e.segCont), Image: abi.B(e.image), FinalT: abi.B(e.finalT),
 		Count: abi.B(e.count), TileWalk: abi.B(e.tileWalk), ChunkState: abi.B(e.chunkState)})
 }

@@ -19,11 +19,26 @@ func RandomScene(seed uint64, n, w, h int) (*splat.Gaussians, *engine.View) {
 	return g, &engine.View{Index: int(seed), Camera: cam, Target: randomImage(rand.New(rand.NewPCG(seedTarget, seed)), w, h)}
 }
 
+// RandomBatch is RandomScene's scene seen by views cameras (the first RandomScene's, the others
+// from eyes around it), each with its own random target: a batch for CompareBatch.
+func RandomBatch(seed uint64, n, w, h, views int) (*splat.Gaussians, []*engine.View) {
+	g, v := RandomScene(seed, n, w, h)
+	vs := []*engine.View{v}
+	rng := rand.New(rand.NewPCG(seedBatch, seed))
+	for j := 1; j < views; j++ {
+		cam := lookAt([3]float64{-0.8 + 1.6*rng.Float64(), -1.2 + 0.6*rng.Float64(), -3.4 + 0.4*rng.Float64()}, w, h)
+		vs = append(vs, &engine.View{Index: int(seed) + j, Camera: cam,
+			Target: randomImage(rand.New(rand.NewPCG(seedTarget, seed+uint64(j)<<32)), w, h)})
+	}
+	return g, vs
+}
+
 // Seeds of the random scenes; each check draws its own stream from them.
 const (
 	seedScene  = 7
 	seedTarget = 11
 	seedEdit   = 13
+	seedBatch  = 17
 )
 
 // lookAt returns a pinhole camera at eye looking at the origin, y down (COLMAP axes).

@@ -24,7 +24,7 @@ func tileSortPasses(tiles int) int { return max((bits.Len(uint(max(tiles-1, 0)))
 // from the readout.
 func (e *Engine) sort(tiles int) error {
 	p, err := e.radixSort(sortPair{e.keys, e.ids}, sortPair{e.keysTmp, e.idsTmp}, e.listCap,
-		abi.At(e.readoutBuf, roEntries*4), tileSortPasses(tiles))
+		abi.At(e.ro.B, e.ro.Off+roEntries*4), tileSortPasses(tiles))
 	if err != nil {
 		return err
 	}
@@ -40,7 +40,7 @@ func (e *Engine) radixSort(src, tmp sortPair, capacity int, count abi.Buf, passe
 	for pass := range passes {
 		shift := uint32(8 * pass)
 		if err := e.k.SortHist(gpu.Dim3{uint32(nb)}, gpu.Dim3{abi.SortThreads}, abi.SortHistArgs{
-			Keys: abi.B(src.keys), Readout: abi.B(e.readoutBuf), Count: count, Shift: shift, Nb: uint32(nb), Hist: abi.B(e.hist)}); err != nil {
+			Keys: abi.B(src.keys), Readout: e.ro, Count: count, Shift: shift, Nb: uint32(nb), Hist: abi.B(e.hist)}); err != nil {
 			return sortPair{}, err
 		}
 		if err := e.scan(e.hist, 256*nb); err != nil {
@@ -48,7 +48,7 @@ func (e *Engine) radixSort(src, tmp sortPair, capacity int, count abi.Buf, passe
 		}
 		if err := e.k.SortScatter(gpu.Dim3{uint32(nb)}, gpu.Dim3{abi.SortThreads}, abi.SortScatterArgs{
 			KeysIn: abi.B(src.keys), ValsIn: abi.B(src.vals), KeysOut: abi.B(tmp.keys), ValsOut: abi.B(tmp.vals),
-			Readout: abi.B(e.readoutBuf), Count: count, Shift: shift, Nb: uint32(nb), Offsets: abi.B(e.hist)}); err != nil {
+			Readout: e.ro, Count: count, Shift: shift, Nb: uint32(nb), Offsets: abi.B(e.hist)}); err != nil {
 			return sortPair{}, err
 		}
 		src, tmp = tmp, src

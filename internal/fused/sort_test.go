@@ -119,7 +119,7 @@ func TestSortAndRanges(t *testing.T) {
 		if err := gpu.UploadSlice(dev, fe.ids, 0, ids); err != nil {
 			t.Fatal(err)
 		}
-		if err := gpu.UploadU32(dev, fe.readoutBuf, []uint32{0, uint32(c.m), 0}); err != nil {
+		if err := gpu.UploadU32(dev, fe.ro.B, []uint32{0, uint32(c.m), 0}); err != nil {
 			t.Fatal(err)
 		}
 		if err := fe.sort(c.tiles); err != nil {
@@ -159,14 +159,14 @@ func TestSortAndRanges(t *testing.T) {
 			t.Fatal(err)
 		}
 		const countWord = 12 // a readout word no kernel here writes
-		if err := gpu.UploadSlice(dev, fe.readoutBuf, 0, []uint32{0, 7, 0}); err != nil {
+		if err := gpu.UploadSlice(dev, fe.ro.B, 0, []uint32{0, 7, 0}); err != nil {
 			t.Fatal(err)
 		}
-		if err := gpu.UploadSlice(dev, fe.readoutBuf, countWord, []uint32{uint32(m2)}); err != nil {
+		if err := gpu.UploadSlice(dev, fe.ro.B, countWord, []uint32{uint32(m2)}); err != nil {
 			t.Fatal(err)
 		}
 		got, err := fe.radixSort(sortPair{fe.keys, fe.ids}, sortPair{fe.keysTmp, fe.idsTmp}, c.m,
-			abi.At(fe.readoutBuf, countWord*4), depthSortPasses)
+			abi.At(fe.ro.B, countWord*4), depthSortPasses)
 		if err != nil {
 			t.Fatal(err)
 		}

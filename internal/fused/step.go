@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/rlxsplat/rlxsplat/internal/camera"
@@ -22,30 +23,72 @@ type pass struct {
 	cam      *camera.Camera
 	tiles    int
 	hostTime map[string]time.Duration // cpu-conic: the host's stages
-	graphed  bool                     // replayed as a graph: only events 0 and 8 were recorded
+	// whole: only events 0 and 8 were recorded (a replayed graph, or a batch of views), and
+	// the step reports its whole time.
+	whole bool
 }
 
-// enqueueStep queues the step's work: launch by launch with an event between stages, or as
-// one graph replay when graphs are on (SetGraphs) and the device has them.
-func (e *Engine) enqueueStep(cam *camera.Camera, tgt gpu.Buffer, o engine.StepOptions, ap abi.AdamP) (*pass, error) {
-	if e.graphs && e.set.BinMode != engine.BinCPUConic { // cpu-conic uploads mid-step: not capturable
-		p, err := e.graphStep(cam, tgt, o, ap)
+// enqueueStep queues q's work behind prev (or nil): launch by launch with an event between
+// stages, or as one graph replay when graphs are on (SetGraphs) and the device has them.
+func (e *Engine) enqueueStep(q, prev *inflight) (*pass, error) {
+	// cpu-conic uploads mid-step: not capturable; a batch resumed after an overflow runs eagerly
+	// rather than replace the graph of whole batches for once.
+	if e.graphs && e.set.BinMode != engine.BinCPUConic && q.start == 0 {
+		p, err := e.graphStep(q, prev)
 		if !errors.Is(err, gpu.ErrUnsupported) {
 			return p, err
 		}
 		e.graphs = false // the device has no graphs: eager from now on
 		e.skip("graph capture", "steps run launch by launch")
 	}
-	p, err := e.forward(cam, o.SHDegree, o.Background)
-	if err != nil {
-		return nil, err
-	}
-	return p, e.backward(p, tgt, o, ap)
+	return e.stepWork(q, prev)
 }
 
-// graphStep captures the step, folds the capture into e.graph and replays it between events 0
+// stepWork enqueues q's views from q.start on, each forward and backward, then the update. One
+// view runs project_bwd_adam (unless unfusedAdam) and records every stage event; a batch sums
+// its views' gradients in grads (project_bwd, seen marking the splats written) and runs
+// adam_step on their mean, recording events 0 and 8 only.
+func (e *Engine) stepWork(q, prev *inflight) (*pass, error) {
+	batch := len(q.views) > 1
+	timed := e.timed
+	if batch {
+		if err := e.record(0); err != nil {
+			return nil, err
+		}
+		e.timed = false
+		defer func() { e.timed = timed }()
+	}
+	var p *pass
+	for j := q.start; j < len(q.views); j++ {
+		e.useView(q.slot, j, prev)
+		var err error
+		if p, err = e.forward(&q.views[j], q.o.SHDegree, q.o.Background); err != nil {
+			return nil, err
+		}
+		if err := e.viewBackward(p, q.tgts[j], q.o, q.ap, j > 0, !batch && e.FusesAdam()); err != nil {
+			return nil, err
+		}
+	}
+	if e.gradsOnly {
+		return p, nil
+	}
+	if !batch && e.FusesAdam() {
+		return p, e.update(q.o, q.ap, false)
+	}
+	if err := e.update(q.o, q.ap, true); err != nil {
+		return nil, err
+	}
+	if batch {
+		e.timed = timed
+		p.whole = true
+		return p, e.record(8)
+	}
+	return p, nil
+}
+
+// graphStep captures q's work, folds the capture into e.graph and replays it between events 0
 // and 8.
-func (e *Engine) graphStep(cam *camera.Camera, tgt gpu.Buffer, o engine.StepOptions, ap abi.AdamP) (*pass, error) {
+func (e *Engine) graphStep(q, prev *inflight) (*pass, error) {
 	if e.keys == nil { // allocate outside the capture
 		if err := e.growLists(4 * e.n); err != nil {
 			return nil, err
@@ -55,10 +98,7 @@ func (e *Engine) graphStep(cam *camera.Camera, tgt gpu.Buffer, o engine.StepOpti
 		return nil, err
 	}
 	e.capturing = true
-	p, err := e.forward(cam, o.SHDegree, o.Background)
-	if err == nil {
-		err = e.backward(p, tgt, o, ap)
-	}
+	p, err := e.stepWork(q, prev)
 	e.capturing = false
 	g, endErr := e.dev.EndCapture()
 	if err = errors.Join(err, endErr); err != nil {
@@ -84,7 +124,7 @@ func (e *Engine) graphStep(cam *camera.Camera, tgt gpu.Buffer, o engine.StepOpti
 			return nil, uerr
 		}
 	}
-	p.graphed = true
+	p.whole = true
 	if !e.timed {
 		return p, e.graph.Launch()
 	}
@@ -100,12 +140,15 @@ func (e *Engine) graphStep(cam *camera.Camera, tgt gpu.Buffer, o engine.StepOpti
 // inflight is a step queued on the device: what it needs to be enqueued again (after its lists
 // overflowed) and, once read back, its result.
 type inflight struct {
-	cam       camera.Camera
-	o         engine.StepOptions
-	tgt       gpu.Buffer
-	ap        abi.AdamP // Adam's arguments for step t
-	t         int64     // its Adam step
-	slot      int       // its readout block and events
+	views []camera.Camera // the batch's cameras
+	tgts  []gpu.Buffer    // and targets
+	o     engine.StepOptions
+	ap    abi.AdamP // Adam's arguments for step t
+	t     int64     // its Adam step
+	slot  int       // its readout blocks and events
+	// start is the first view to enqueue: 0, or after an overflow the view that overflowed
+	// (the views before it have summed their gradients and statistics, which stay).
+	start     int
 	p         *pass
 	overflows int
 	done      bool
@@ -115,47 +158,68 @@ type inflight struct {
 // Step runs one training step (design.md §5) as one submission on the device's queue and
 // reads back the readout block (and the image when o.WantImage).
 func (e *Engine) Step(v *engine.View, o engine.StepOptions) (engine.StepResult, error) {
+	return e.StepBatch([]*engine.View{v}, o)
+}
+
+// StepBatch runs one training step over a batch of views (engine.Engine), as Step does one.
+func (e *Engine) StepBatch(vs []*engine.View, o engine.StepOptions) (engine.StepResult, error) {
 	if err := e.idle("step"); err != nil {
 		return engine.StepResult{}, err
 	}
-	if err := e.Submit(v, o); err != nil {
+	if err := e.SubmitBatch(vs, o); err != nil {
 		return engine.StepResult{}, err
 	}
 	return e.Collect()
 }
 
-// Submit queues a training step and returns without waiting for it; Collect returns the
-// results in submission order, each as Step would have. A step submitted while another is
-// still queued goes on the device right behind it, so that the device runs from one step to
-// the next while the host reads the first one's readout (the host's turn between steps is
-// ~0.25 ms, 7% of a bonsai step on the H200). At most two steps are outstanding.
-//
-// The second step is enqueued before the first is known to have fitted its tile lists. If the
-// first overflows, its bin_total flag makes the second skip as well (bin.cu), and Collect runs
-// both again in order once the lists have grown, so the results are those of Step after Step.
-// A step whose predecessor asked for its image, or that needs buffers in use reallocated, or
-// cpu-conic binning (host work mid-step), waits for its predecessor first.
+// Submit queues a training step for one view (SubmitBatch).
 func (e *Engine) Submit(v *engine.View, o engine.StepOptions) error {
+	return e.SubmitBatch([]*engine.View{v}, o)
+}
+
+// SubmitBatch queues a training step over the views vs and returns without waiting for it;
+// Collect returns the results in submission order, each as StepBatch would have. A step
+// submitted while another is still queued goes on the device right behind it, so that the
+// device runs from one step to the next while the host reads the first one's readout (the
+// host's turn between steps is ~0.25 ms, 7% of a bonsai step on the H200). At most two steps
+// are outstanding.
+//
+// The second step is enqueued before the first is known to have fitted its tile lists. If a
+// view of the first overflows, its bin_total flag makes every later view skip, the second
+// step's as well (bin.cu), and Collect runs both again in order once the lists have grown,
+// the first from the view that overflowed, so the results are those of one step after the
+// other. A step whose predecessor asked for its image, or that needs buffers in use
+// reallocated, or cpu-conic binning (host work mid-step), waits for its predecessor first.
+func (e *Engine) SubmitBatch(vs []*engine.View, o engine.StepOptions) error {
 	if len(e.queue) == 2 {
 		return errors.New("fused: submit: two steps already queued; collect one first")
 	}
-	cam := v.Camera
-	if err := e.checkView(&cam, o.SHDegree); err != nil {
-		return err
+	if len(vs) == 0 {
+		return errors.New("fused: submit: a step needs at least one view")
 	}
-	w, h := cam.Width, cam.Height
-	if len(v.Target) != w*h*3 {
-		return fmt.Errorf("fused: target of view %d has %d values, want %d×%d×3", v.Index, len(v.Target), w, h)
+	cams := make([]camera.Camera, len(vs))
+	for j, v := range vs {
+		cams[j] = v.Camera
+		if err := e.checkView(&cams[j], o.SHDegree); err != nil {
+			return err
+		}
+		if w, h := cams[j].Width, cams[j].Height; len(v.Target) != w*h*3 {
+			return fmt.Errorf("fused: target of view %d has %d values, want %d×%d×3", v.Index, len(v.Target), w, h)
+		}
 	}
 	var prev *inflight
 	if len(e.queue) == 1 && !e.queue[0].done {
 		prev = e.queue[0]
-		if prev.o.WantImage || e.set.BinMode == engine.BinCPUConic || !e.fits(v) {
+		if prev.o.WantImage || e.set.BinMode == engine.BinCPUConic || !e.fits(vs) {
 			if err := e.finish(prev); err != nil {
 				return e.fail(err)
 			}
 			prev = nil
 		}
+	}
+	// No step runs now whose readouts are still to be read (fits leaves prev only with room).
+	if err := e.growBatch(len(vs)); err != nil {
+		return err
 	}
 	if err := e.growBigBits(); err != nil { // a no-op while prev runs (fits)
 		return err
@@ -164,18 +228,19 @@ func (e *Engine) Submit(v *engine.View, o engine.StepOptions) error {
 	if prev != nil {
 		t++
 	}
-	ap, err := adamArgs(e.set.Adam, o.LR, t, e.n, o.MCMC)
+	ap, err := adamArgs(e.set.Adam, o.LR, t, e.n, o.MCMC, len(vs))
 	if err != nil {
 		return err
 	}
-	if err := e.growPixels(w, h); err != nil {
-		return err
+	q := &inflight{views: cams, tgts: make([]gpu.Buffer, len(vs)), o: o, ap: ap, t: t}
+	for j, v := range vs {
+		if err := e.growPixels(cams[j].Width, cams[j].Height); err != nil {
+			return err
+		}
+		if q.tgts[j], err = e.targetBuffer(v); err != nil {
+			return err
+		}
 	}
-	tgt, err := e.targetBuffer(v)
-	if err != nil {
-		return err
-	}
-	q := &inflight{cam: cam, o: o, tgt: tgt, ap: ap, t: t}
 	if len(e.queue) == 1 {
 		q.slot = 1 - e.queue[0].slot
 	}
@@ -201,15 +266,22 @@ func (e *Engine) Collect() (engine.StepResult, error) {
 	return q.res, nil
 }
 
-// fits says whether a step for v needs no buffer reallocated that a queued step may still use.
-func (e *Engine) fits(v *engine.View) bool {
-	w, h, ts := v.Camera.Width, v.Camera.Height, e.set.TileSize
-	tiles := ((w + ts - 1) / ts) * ((h + ts - 1) / ts)
-	if w*h > e.pxCap || tiles+1 > e.tileCap || e.keys == nil || e.bigBits == nil || max(e.bigBitsWant, minBigBits) > e.bigBitsCap {
+// fits says whether a step for vs needs no buffer reallocated that a queued step may still use.
+func (e *Engine) fits(vs []*engine.View) bool {
+	if len(vs) > e.batchCap || e.keys == nil || e.bigBits == nil || max(e.bigBitsWant, minBigBits) > e.bigBitsCap {
 		return false
 	}
-	t := e.targets[v.Index]
-	return t == nil || t.buf.Size() >= len(v.Target)*4
+	for _, v := range vs {
+		w, h, ts := v.Camera.Width, v.Camera.Height, e.set.TileSize
+		tiles := ((w + ts - 1) / ts) * ((h + ts - 1) / ts)
+		if w*h > e.pxCap || tiles+1 > e.tileCap {
+			return false
+		}
+		if t := e.targets[v.Index]; t != nil && t.buf.Size() < len(v.Target)*4 {
+			return false
+		}
+	}
+	return true
 }
 
 // fail drops the queued steps after a failure (their results are lost, and the device state
@@ -228,22 +300,26 @@ func (e *Engine) idle(op string) error {
 	return nil
 }
 
-// useSlot points the launches at slot's readout block and events; prev is the step queued
-// before (bin_total reads its abort flag) or nil.
-func (e *Engine) useSlot(slot int, prev *inflight) {
-	e.readoutBuf = e.readouts[slot]
+// useView points the launches at view j's readout block of slot and the slot's events; prev is
+// the step queued before (whose last view's readout bin_total reads for its abort flag) or nil.
+func (e *Engine) useView(slot, j int, prev *inflight) {
+	e.ro = abi.At(e.readouts[slot], j*roWords*4)
 	e.events = e.slotEvents[slot][:]
-	e.prevReadout = e.readoutBuf
-	if prev != nil {
-		e.prevReadout = e.readouts[prev.slot]
+	switch {
+	case j > 0:
+		e.prevRo = abi.At(e.readouts[slot], (j-1)*roWords*4)
+	case prev != nil:
+		e.prevRo = abi.At(e.readouts[prev.slot], (len(prev.views)-1)*roWords*4)
+	default:
+		e.prevRo = e.ro
 	}
 }
 
-// enqueue queues q's work behind prev (or nil) and the event its readout waits for.
+// enqueue queues q's work behind prev (or nil) and the event its readouts wait for.
 func (e *Engine) enqueue(q, prev *inflight) error {
-	e.useSlot(q.slot, prev)
 	e.timed = q.o.WantTimings && !e.noEvents
-	p, err := e.enqueueStep(&q.cam, q.tgt, q.o, q.ap)
+	e.useView(q.slot, q.start, prev)
+	p, err := e.enqueueStep(q, prev)
 	if err != nil {
 		return err
 	}
@@ -254,29 +330,32 @@ func (e *Engine) enqueue(q, prev *inflight) error {
 	return e.dev.Record(e.ends[q.slot])
 }
 
-// finish reads the oldest queued step's readout, running it again (and the step queued behind
-// it, which skipped) while its lists overflow, and completes its result.
+// finish reads the oldest queued step's readouts, running it again from the view that
+// overflowed (and the step queued behind it, which skipped) while its lists overflow, and
+// completes its result.
 func (e *Engine) finish(q *inflight) error {
 	for {
-		ro, err := e.readSlot(q.slot)
+		ros, err := e.readSlot(q.slot, len(q.views))
 		if err != nil {
 			return fmt.Errorf("fused: step: %w", err)
 		}
-		if ro[roAbort] == 0 {
-			return e.complete(q, &ro)
+		k := slices.IndexFunc(ros, func(ro readout) bool { return ro[roAbort] != 0 })
+		if k < 0 {
+			return e.complete(q, ros)
 		}
 		q.overflows++
 		if q.overflows == maxAttempts {
-			return fmt.Errorf("fused: step: the tile lists overflowed %d times (last count %d entries)", q.overflows, ro[roEntries])
+			return fmt.Errorf("fused: step: the tile lists overflowed %d times (last count %d entries)", q.overflows, ros[k][roEntries])
 		}
 		// The step behind q skipped its work; let it end before the lists it was given are
 		// reallocated.
 		if err := e.dev.Sync(); err != nil {
 			return fmt.Errorf("fused: step: %w", err)
 		}
-		if err := e.growLists(int(ro[roEntries])); err != nil {
+		if err := e.growLists(int(ros[k][roEntries])); err != nil {
 			return err
 		}
+		q.start = k
 		if err := e.enqueue(q, nil); err != nil {
 			return fmt.Errorf("fused: step: %w", err)
 		}
@@ -288,36 +367,55 @@ func (e *Engine) finish(q *inflight) error {
 	}
 }
 
-// readSlot downloads slot's readout block once the step that wrote it has ended, while any
-// step queued behind it runs on.
-func (e *Engine) readSlot(slot int) (readout, error) {
-	b := make([]byte, roWords*4)
+// readSlot downloads the readout blocks of slot's first views views once the step that wrote
+// them has ended, while any step queued behind it runs on.
+func (e *Engine) readSlot(slot, views int) ([]readout, error) {
+	b := make([]byte, views*roWords*4)
 	if e.noEvents {
 		// No end event to wait for: wait for everything queued, the step behind included.
 		if err := e.dev.Download(b, e.readouts[slot], 0); err != nil {
-			return readout{}, err
+			return nil, err
 		}
-		return readoutFromBytes(b), nil
+	} else if err := e.dev.DownloadAfter(b, e.readouts[slot], 0, e.ends[slot]); err != nil {
+		return nil, err
 	}
-	if err := e.dev.DownloadAfter(b, e.readouts[slot], 0, e.ends[slot]); err != nil {
-		return readout{}, err
+	ros := make([]readout, views)
+	for j := range ros {
+		ros[j] = readoutFromBytes(b[j*roWords*4 : (j+1)*roWords*4])
 	}
-	return readoutFromBytes(b), nil
+	return ros, nil
 }
 
-// complete fills the result of q, whose readout ro says it ran.
-func (e *Engine) complete(q *inflight, ro *readout) error {
-	w, h := q.cam.Width, q.cam.Height
+// complete fills the result of q, whose readouts ros say every view ran: the loss and the
+// counts are the means over its views.
+func (e *Engine) complete(q *inflight, ros []readout) error {
 	e.adamStep = q.t
-	e.bigBitsWant = int(ro[roBigBits])
-	res := engine.StepResult{
-		Visible: int(ro[roVisible]), Entries: int(ro[roEntries]), NonFinite: int(ro[roNonFinite]),
+	var res engine.StepResult
+	e.bigBitsWant = 0
+	var visible, entries int
+	for j := range ros {
+		ro := &ros[j]
+		w, h := q.views[j].Width, q.views[j].Height
+		e.bigBitsWant = max(e.bigBitsWant, int(ro[roBigBits]))
+		visible += int(ro[roVisible])
+		entries += int(ro[roEntries])
+		res.NonFinite += int(ro[roNonFinite])
+		l, l1, mse, ssim := lossResult(e.set.Loss, e.set.SSIMLambda, ro, w*h*3)
+		res.Loss += l
+		res.L1 += l1
+		res.MSE += mse
+		res.SSIM += ssim
 	}
-	res.Loss, res.L1, res.MSE, res.SSIM = lossResult(e.set.Loss, e.set.SSIMLambda, ro, w*h*3)
+	nv := len(ros)
+	res.Visible, res.Entries = (visible+nv/2)/nv, (entries+nv/2)/nv
+	res.Loss /= float64(nv)
+	res.L1 /= float64(nv)
+	res.MSE /= float64(nv)
+	res.SSIM /= float64(nv)
 	ev := e.slotEvents[q.slot][:]
 	switch {
 	case !q.o.WantTimings, e.noEvents: // without events there is nothing to time with
-	case q.p.graphed:
+	case q.p.whole:
 		ms, err := e.dev.ElapsedMs(ev[0], ev[len(ev)-1])
 		if err != nil {
 			return fmt.Errorf("fused: timing the step: %w", err)
@@ -330,8 +428,9 @@ func (e *Engine) complete(q *inflight, ro *readout) error {
 		}
 	}
 	if q.o.WantImage { // nothing is queued behind a step that wants its image (Submit)
+		last := q.views[len(q.views)-1]
 		var err error
-		if res.Image, err = e.downloadImage(w, h); err != nil {
+		if res.Image, err = e.downloadImage(last.Width, last.Height); err != nil {
 			return err
 		}
 	}
@@ -373,7 +472,7 @@ func (e *Engine) Render(cam *camera.Camera, shDegree int, bg [3]float32) ([]floa
 	if err := e.growBigBits(); err != nil {
 		return nil, err
 	}
-	e.useSlot(0, nil)
+	e.useView(0, 0, nil)
 	e.timed = false
 	for attempt := 1; ; attempt++ {
 		if _, err := e.forward(cam, shDegree, bg); err != nil {
@@ -408,7 +507,7 @@ func (e *Engine) downloadImage(w, h int) ([]float32, error) {
 // readout downloads the readout block (waiting for the queued work).
 func (e *Engine) readout() (readout, error) {
 	b := make([]byte, roWords*4)
-	if err := e.dev.Download(b, e.readoutBuf, 0); err != nil {
+	if err := e.dev.Download(b, e.ro.B, e.ro.Off); err != nil {
 		return readout{}, err
 	}
 	return readoutFromBytes(b), nil
@@ -424,8 +523,8 @@ func (e *Engine) record(i int) error {
 	return e.dev.Record(e.events[i])
 }
 
-// forward enqueues project, bin, sort (with ranges) and the forward rasterization, recording
-// events 0..4 around them.
+// forward enqueues project, bin, sort (with ranges) and the forward rasterization for the
+// view ro points at, recording events 0..4 around them.
 func (e *Engine) forward(cam *camera.Camera, shDegree int, bg [3]float32) (*pass, error) {
 	ts := e.set.TileSize
 	tiles := ((cam.Width + ts - 1) / ts) * ((cam.Height + ts - 1) / ts)
@@ -436,7 +535,7 @@ func (e *Engine) forward(cam *camera.Camera, shDegree int, bg [3]float32) (*pass
 			return nil, err
 		}
 	}
-	if err := e.dev.Memset(e.readoutBuf, 0, roWords*4, 0); err != nil {
+	if err := e.dev.Memset(e.ro.B, e.ro.Off, roWords*4, 0); err != nil {
 		return nil, err
 	}
 	if err := e.record(0); err != nil {
@@ -478,8 +577,10 @@ func (e *Engine) forward(cam *camera.Camera, shDegree int, bg [3]float32) (*pass
 	return p, e.record(4)
 }
 
-// backward enqueues the loss, both backward passes and Adam, recording events 5..8.
-func (e *Engine) backward(p *pass, target gpu.Buffer, o engine.StepOptions, ap abi.AdamP) error {
+// viewBackward enqueues a view's loss and both backward passes, recording events 5..7: the
+// parameter backward fused with Adam (project_bwd_adam) when fuse, else project_bwd into
+// grads, summed with the batch's earlier views' when later.
+func (e *Engine) viewBackward(p *pass, target gpu.Buffer, o engine.StepOptions, ap abi.AdamP, later, fuse bool) error {
 	cam := p.cam
 	if err := e.loss(target, cam.Width, cam.Height); err != nil {
 		return err
@@ -493,19 +594,21 @@ func (e *Engine) backward(p *pass, target gpu.Buffer, o engine.StepOptions, ap a
 	if err := e.record(6); err != nil {
 		return err
 	}
-	fuse := e.FusesAdam()
 	if fuse {
 		if err := e.projectBwdAdam(cam, o.SHDegree, o.AccumulateStats, ap); err != nil {
 			return err
 		}
-	} else if err := e.projectBwd(cam, o.SHDegree, o.AccumulateStats); err != nil {
+	} else if err := e.projectBwd(cam, o.SHDegree, o.AccumulateStats, later); err != nil {
 		return err
 	}
-	if err := e.record(7); err != nil {
-		return err
-	}
-	if !fuse {
-		if err := e.adam(ap); err != nil {
+	return e.record(7)
+}
+
+// update enqueues Adam over the summed gradients when adam (project_bwd_adam has done it
+// otherwise) and the MCMC noise, recording event 8.
+func (e *Engine) update(o engine.StepOptions, ap abi.AdamP, adam bool) error {
+	if adam {
+		if err := e.adam(ap, e.seen); err != nil {
 			return err
 		}
 	}

@@ -104,12 +104,14 @@ type sizes struct {
 	seen [][2]int
 }
 
-func (s *sizes) Step(v *engine.View, o engine.StepOptions) (engine.StepResult, error) {
-	s.seen = append(s.seen, [2]int{v.Camera.Width, v.Camera.Height})
-	if len(v.Target) != v.Camera.Width*v.Camera.Height*3 {
-		panic("target and camera disagree")
+func (s *sizes) StepBatch(vs []*engine.View, o engine.StepOptions) (engine.StepResult, error) {
+	for _, v := range vs {
+		s.seen = append(s.seen, [2]int{v.Camera.Width, v.Camera.Height})
+		if len(v.Target) != v.Camera.Width*v.Camera.Height*3 {
+			panic("target and camera disagree")
+		}
 	}
-	return s.Engine.Step(v, o)
+	return s.Engine.StepBatch(vs, o)
 }
 
 // A coarse-to-fine run trains at the schedule's sizes and then at full size; the screen-size

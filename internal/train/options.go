@@ -9,12 +9,17 @@ package train
 
 import (
 	"fmt"
+	"math"
 )
 
 // Options are the trainer's settings, resolved from the config by the caller.
 type Options struct {
 	Iterations int
 	Seed       uint64
+	// BatchSize is the number of views a step renders and back-propagates (0 means 1); the
+	// learning rates are scaled by its square root (the engine's Adam settings must follow
+	// engine.AdamSettings.ForBatch).
+	BatchSize int
 
 	SHDegree   int // final SH degree
 	SHInterval int // +1 degree every SHInterval steps
@@ -128,6 +133,40 @@ func (o *Options) Validate() error {
 }
 
 func (o *Options) mcmc() bool { return o.Densify.Strategy == StrategyMCMC }
+
+// batch is the number of views a step takes.
+func (o *Options) batch() int { return max(o.BatchSize, 1) }
+
+// ScaleSteps multiplies every step count of the schedule by f (gsplat's steps_scaler, for a
+// batch of B views f = 1/B keeps the views trained on): the iterations, evaluation steps,
+// preview and checkpoint cadences, the SH interval, the means decay horizon, the coarse-to-fine
+// horizon and every densification step. Intervals stay at least 1; step 0 boundaries stay 0.
+func (o *Options) ScaleSteps(f float64) {
+	if f == 1 || !(f > 0) {
+		return
+	}
+	at := func(s int) int { return int(math.Round(float64(s) * f)) }
+	every := func(s int) int {
+		if s <= 0 {
+			return s
+		}
+		return max(1, at(s))
+	}
+	o.Iterations = max(1, at(o.Iterations))
+	evals := make([]int, len(o.EvalSteps))
+	for i, s := range o.EvalSteps {
+		evals[i] = max(1, at(s))
+	}
+	o.EvalSteps = evals
+	o.PreviewEvery, o.CheckpointEvery = every(o.PreviewEvery), every(o.CheckpointEvery)
+	o.SHInterval = every(o.SHInterval)
+	o.MeansLRSteps = at(o.MeansLRSteps)
+	o.CoarseUntil = at(o.CoarseUntil)
+	d := &o.Densify
+	d.From, d.Until, d.Every, d.ResetEvery = at(d.From), at(d.Until), every(d.Every), every(d.ResetEvery)
+	m := &d.MCMC
+	m.From, m.Until, m.Every = at(m.From), at(m.Until), every(m.Every)
+}
 
 // Event is something the trainer reports while it runs.
 type Event interface{ isEvent() }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/rlxsplat/rlxsplat/internal/camera"
@@ -23,8 +24,8 @@ type pipelined struct {
 }
 
 type queuedStep struct {
-	v engine.View
-	o engine.StepOptions
+	vs []*engine.View
+	o  engine.StepOptions
 }
 
 var _ engine.Pipeliner = (*pipelined)(nil)
@@ -39,10 +40,14 @@ func (p *pipelined) idle() error {
 }
 
 func (p *pipelined) Submit(v *engine.View, o engine.StepOptions) error {
+	return p.SubmitBatch([]*engine.View{v}, o)
+}
+
+func (p *pipelined) SubmitBatch(vs []*engine.View, o engine.StepOptions) error {
 	if len(p.queue) == 2 {
 		return errors.New("test engine: a third step submitted")
 	}
-	p.queue = append(p.queue, queuedStep{*v, o})
+	p.queue = append(p.queue, queuedStep{slices.Clone(vs), o})
 	p.maxQueued = max(p.maxQueued, len(p.queue))
 	return nil
 }
@@ -55,14 +60,18 @@ func (p *pipelined) Collect() (engine.StepResult, error) {
 	}
 	q := p.queue[0]
 	p.queue = p.queue[1:]
-	return p.Engine.Step(&q.v, q.o)
+	return p.Engine.StepBatch(q.vs, q.o)
 }
 
 func (p *pipelined) Step(v *engine.View, o engine.StepOptions) (engine.StepResult, error) {
+	return p.StepBatch([]*engine.View{v}, o)
+}
+
+func (p *pipelined) StepBatch(vs []*engine.View, o engine.StepOptions) (engine.StepResult, error) {
 	if err := p.idle(); err != nil {
 		return engine.StepResult{}, err
 	}
-	return p.Engine.Step(v, o)
+	return p.Engine.StepBatch(vs, o)
 }
 
 func (p *pipelined) Render(c *camera.Camera, sh int, bg [3]float32) ([]float32, error) {
@@ -141,10 +150,13 @@ func (p *pipelined) SetState(s *engine.State) error {
 // engine alone while a step is queued (the test engine refuses anything else then).
 func TestPipelinedTrainingIsTheSame(t *testing.T) {
 	ds := smallDemo(t)
-	for _, random := range []bool{false, true} {
-		t.Run(fmt.Sprintf("random-background=%v", random), func(t *testing.T) {
+	for _, c := range []struct {
+		random bool
+		batch  int
+	}{{false, 1}, {true, 1}, {true, 3}} {
+		t.Run(fmt.Sprintf("random-background=%v/batch=%d", c.random, c.batch), func(t *testing.T) {
 			opt := testOptions(t.TempDir())
-			opt.RandomBackground = random
+			opt.RandomBackground, opt.BatchSize = c.random, c.batch
 			a := newTrainer(t, ds, opt)
 			if err := a.Run(context.Background(), nil); err != nil {
 				t.Fatal(err)

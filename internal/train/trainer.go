@@ -194,13 +194,16 @@ func (t *Trainer) lr(s int) engine.LR {
 		steps = o.Iterations
 	}
 	ext := t.ds.Extent
+	// A batch of B views averages B gradients: gsplat scales every rate by √B (the square-root
+	// rule for Adam), with its betas and ε (app.EngineSettings, engine.AdamSettings.ForBatch).
+	b := math.Sqrt(float64(o.batch()))
 	return engine.LR{
-		Means:     float32(adam.ExpDecay(o.MeansLR*ext, o.MeansLRFinal*ext, s, steps)),
-		LogScales: float32(o.ScalesLR),
-		Quats:     float32(o.QuatsLR),
-		Opacity:   float32(o.OpacityLR),
-		SHDC:      float32(o.SHDCLR),
-		SHRest:    float32(o.SHRestLR),
+		Means:     float32(b * adam.ExpDecay(o.MeansLR*ext, o.MeansLRFinal*ext, s, steps)),
+		LogScales: float32(b * o.ScalesLR),
+		Quats:     float32(b * o.QuatsLR),
+		Opacity:   float32(b * o.OpacityLR),
+		SHDC:      float32(b * o.SHDCLR),
+		SHRest:    float32(b * o.SHRestLR),
 	}
 }
 
@@ -423,33 +426,33 @@ func (t *Trainer) runStep(ctx context.Context, s int) (engine.StepResult, error)
 	defer func() { t.phases.Steps += time.Since(at) }()
 	pl, ok := t.eng.(engine.Pipeliner)
 	if !ok {
-		v, o, name, err := t.prepare(s)
+		vs, o, name, err := t.prepare(s)
 		if err != nil {
 			return engine.StepResult{}, err
 		}
-		res, err := t.eng.Step(v, o)
+		res, err := t.eng.StepBatch(vs, o)
 		return t.checked(s, name, res, err)
 	}
 	var name string
 	if q := t.ahead; q != nil && q.step == s {
 		name, t.ahead = q.view, nil
 	} else {
-		v, o, n, err := t.prepare(s)
+		vs, o, n, err := t.prepare(s)
 		if err != nil {
 			return engine.StepResult{}, err
 		}
-		if err := pl.Submit(v, o); err != nil {
-			return engine.StepResult{}, fmt.Errorf("train: step %d (view %s): %w", s, n, err)
+		if err := pl.SubmitBatch(vs, o); err != nil {
+			return engine.StepResult{}, fmt.Errorf("train: step %d (%s): %w", s, n, err)
 		}
 		name = n
 	}
 	if t.quiet(s) && ctx.Err() == nil {
-		v, o, n, err := t.prepare(s + 1)
+		vs, o, n, err := t.prepare(s + 1)
 		if err != nil {
 			return engine.StepResult{}, err
 		}
-		if err := pl.Submit(v, o); err != nil {
-			return engine.StepResult{}, fmt.Errorf("train: step %d (view %s): %w", s+1, n, err)
+		if err := pl.SubmitBatch(vs, o); err != nil {
+			return engine.StepResult{}, fmt.Errorf("train: step %d (%s): %w", s+1, n, err)
 		}
 		t.ahead = &queued{step: s + 1, view: n}
 	}
@@ -457,30 +460,44 @@ func (t *Trainer) runStep(ctx context.Context, s int) (engine.StepResult, error)
 	return t.checked(s, name, res, err)
 }
 
-// prepare draws step s's view and background and returns what the engine needs for it, with
-// the view's name; the view is scaled down while the coarse-to-fine schedule says so.
-func (t *Trainer) prepare(s int) (*engine.View, engine.StepOptions, string, error) {
+// prepare draws step s's views (train.batch_size of them) and background and returns what the
+// engine needs for them, with their names ("view NAME", "views A, B"); the views are scaled
+// down while the coarse-to-fine schedule says so.
+func (t *Trainer) prepare(s int) ([]*engine.View, engine.StepOptions, string, error) {
 	o := &t.opt
-	vi := t.nextView()
-	view, err := t.trainView(vi, s)
-	if err != nil {
-		return nil, engine.StepOptions{}, "", err
+	vs := make([]*engine.View, o.batch())
+	views := make([]*dataset.View, len(vs))
+	names := make([]string, len(vs))
+	for j := range vs {
+		vi := t.nextView()
+		view, err := t.trainView(vi, s)
+		if err != nil {
+			return nil, engine.StepOptions{}, "", err
+		}
+		vs[j], views[j], names[j] = &engine.View{Index: vi, Camera: view.Camera}, view, view.Name
 	}
+	// One background for the whole batch, drawn after its views (as gsplat draws one a step).
 	bg := o.Background
 	if o.RandomBackground {
 		bg = [3]float32{t.rng.Float32(), t.rng.Float32(), t.rng.Float32()}
 	}
+	for j, v := range vs {
+		v.Target = t.target(views[j], bg)
+	}
 	d := &o.Densify
-	v := &engine.View{Index: vi, Camera: view.Camera, Target: t.target(view, bg)}
 	lr := t.lr(s)
-	return v, engine.StepOptions{
+	name := "view " + names[0]
+	if len(names) > 1 {
+		name = "views " + strings.Join(names, ", ")
+	}
+	return vs, engine.StepOptions{
 		SHDegree:        t.shDegree(s),
 		LR:              lr,
 		Background:      bg,
 		AccumulateStats: d.Enabled && s < d.Until && !o.mcmc(),
 		WantTimings:     t.logs(s),
 		MCMC:            t.mcmcStep(s, lr),
-	}, view.Name, nil
+	}, name, nil
 }
 
 // checked wraps a step's error with the step and view, and refuses a non-finite loss.

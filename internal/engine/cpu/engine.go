@@ -22,6 +22,9 @@ type Engine struct {
 	opt   *optimizer
 	stats engine.Stats
 	pipe  *Pipeline[float32]
+	// A batch's summed gradients and the splats its views saw, reused from step to step.
+	batchGrads *splat.Gaussians
+	seen       []bool
 }
 
 var _ engine.Engine = (*Engine)(nil)
@@ -56,58 +59,143 @@ func (e *Engine) Len() int { return e.g.Len() }
 
 // Step runs one training step.
 func (e *Engine) Step(v *engine.View, o engine.StepOptions) (engine.StepResult, error) {
+	return e.StepBatch([]*engine.View{v}, o)
+}
+
+// StepBatch runs one training step over the views vs: each view's forward and backward in
+// turn, their gradients summed in view order and scaled by engine.BatchScale (the mean of their
+// losses), the densification statistics accumulated per view, then one Adam update of the
+// splats some view saw (visible-only) or of all. The result's loss and counts are the means
+// over the views, its image the last view's.
+func (e *Engine) StepBatch(vs []*engine.View, o engine.StepOptions) (engine.StepResult, error) {
+	if len(vs) == 0 {
+		return engine.StepResult{}, fmt.Errorf("cpu: a step needs at least one view")
+	}
 	p := e.pipe
-	if err := p.Forward(&v.Camera, e.g, o.SHDegree, o.Background); err != nil {
-		return engine.StepResult{}, fmt.Errorf("cpu: %w", err)
-	}
-	lr, err := p.Loss(v.Target)
-	if err != nil {
-		return engine.StepResult{}, fmt.Errorf("cpu: %w", err)
-	}
-	if err := p.Backward(e.g); err != nil {
-		return engine.StepResult{}, fmt.Errorf("cpu: %w", err)
-	}
-	visible := 0
-	proj := p.Proj
-	for i, ok := range proj.Valid {
-		if !ok {
-			continue
+	workers := max(e.set.Workers, 1)
+	var res engine.StepResult
+	res.Timings = map[string]time.Duration{}
+	grads := p.Grads
+	var seen []bool
+	for j, v := range vs {
+		if err := p.Forward(&v.Camera, e.g, o.SHDegree, o.Background); err != nil {
+			return engine.StepResult{}, fmt.Errorf("cpu: %w", err)
 		}
-		visible++
-		if o.AccumulateStats {
-			e.stats.GradAccum[i] += p.Grad2D[i]
-			e.stats.Count[i]++
-			e.stats.MaxRadius[i] = max(e.stats.MaxRadius[i], proj.Radius[i])
+		lr, err := p.Loss(v.Target)
+		if err != nil {
+			return engine.StepResult{}, fmt.Errorf("cpu: %w", err)
 		}
+		if err := p.Backward(e.g); err != nil {
+			return engine.StepResult{}, fmt.Errorf("cpu: %w", err)
+		}
+		proj := p.Proj
+		for i, ok := range proj.Valid {
+			if !ok {
+				continue
+			}
+			res.Visible++
+			if o.AccumulateStats {
+				e.stats.GradAccum[i] += p.Grad2D[i]
+				e.stats.Count[i]++
+				e.stats.MaxRadius[i] = max(e.stats.MaxRadius[i], proj.Radius[i])
+			}
+		}
+		grads = p.Grads
+		if len(vs) > 1 {
+			if j == 0 {
+				e.batchGrads = cloneInto(e.batchGrads, p.Grads)
+				seen = append(e.seen[:0], proj.Valid...)
+			} else {
+				addGrads(e.batchGrads, p.Grads, workers)
+				for i, ok := range proj.Valid {
+					seen[i] = seen[i] || ok
+				}
+			}
+			e.seen = seen
+			grads = e.batchGrads
+		} else {
+			seen = proj.Valid
+		}
+		res.Loss += lr.Loss
+		res.L1 += lr.L1
+		res.MSE += lr.MSE
+		res.SSIM += lr.SSIM
+		res.Entries += len(p.Lists.IDs)
+		for k, d := range p.Timings {
+			res.Timings[k] += d
+		}
+	}
+	nv := len(vs)
+	if nv > 1 {
+		scale := engine.BatchScale(nv)
+		par.For(len(grads.Means)/3, workers, func(_, lo, hi int) { scaleRows(grads, scale, lo, hi) })
 	}
 	if o.MCMC.OpacityReg != 0 || o.MCMC.ScaleReg != 0 {
-		par.For(e.g.Len(), max(e.set.Workers, 1), func(_, lo, hi int) { engine.RegularizerGrads(p.Grads, e.g, o.MCMC, proj.Valid, lo, hi) })
+		par.For(e.g.Len(), workers, func(_, lo, hi int) { engine.RegularizerGrads(grads, e.g, o.MCMC, seen, lo, hi) })
 	}
 	var mask []bool
 	if e.set.Adam.VisibleOnly {
-		mask = proj.Valid
+		mask = seen
 	}
-	nonFinite, err := e.opt.step(e.g, p.Grads, o.LR, mask)
+	at := time.Now()
+	nonFinite, err := e.opt.step(e.g, grads, o.LR, mask)
 	if err != nil {
 		return engine.StepResult{}, err
 	}
 	// The noise follows the update, as gsplat adds it after the optimizer's step.
 	if o.MCMC.NoiseScale != 0 {
-		par.For(e.g.Len(), max(e.set.Workers, 1), func(_, lo, hi int) { engine.PerturbMeans(e.g, o.MCMC, lo, hi) })
+		par.For(e.g.Len(), workers, func(_, lo, hi int) { engine.PerturbMeans(e.g, o.MCMC, lo, hi) })
 	}
-	p.mark(engine.StageAdam)
-	res := engine.StepResult{
-		Loss: lr.Loss, L1: lr.L1, MSE: lr.MSE, SSIM: lr.SSIM,
-		Visible: visible, Entries: len(p.Lists.IDs), NonFinite: nonFinite,
-		Timings: make(map[string]time.Duration, len(p.Timings)),
-	}
-	for k, d := range p.Timings {
-		res.Timings[k] = d
-	}
+	res.Timings[engine.StageAdam] += time.Since(at)
+	res.NonFinite = nonFinite
+	res.Loss /= float64(nv)
+	res.L1 /= float64(nv)
+	res.MSE /= float64(nv)
+	res.SSIM /= float64(nv)
+	res.Visible, res.Entries = (res.Visible+nv/2)/nv, (res.Entries+nv/2)/nv
 	if o.WantImage {
 		res.Image = append([]float32(nil), p.Image()...)
 	}
 	return res, nil
+}
+
+// cloneInto copies src into dst's arrays (new ones when dst has another size) and returns it.
+func cloneInto(dst, src *splat.Gaussians) *splat.Gaussians {
+	if dst == nil || dst.Len() != src.Len() {
+		return src.Clone()
+	}
+	df, sf := dst.Fields(), src.Fields()
+	for k := range df {
+		copy(df[k].Data, sf[k].Data)
+	}
+	return dst
+}
+
+// addGrads adds g to sum element by element, in float32 (the fused engine's project_bwd adds a
+// later view's gradients alike).
+func addGrads(sum, g *splat.Gaussians, workers int) {
+	sf, gf := sum.Fields(), g.Fields()
+	n := g.Len()
+	par.For(n, workers, func(_, lo, hi int) {
+		for k := range sf {
+			w := len(sf[k].Data) / n
+			s, x := sf[k].Data[lo*w:hi*w], gf[k].Data[lo*w:hi*w]
+			for i := range s {
+				s[i] += x[i]
+			}
+		}
+	})
+}
+
+// scaleRows multiplies splats [lo, hi) of g by s in float32 (adam.cu's gradScale).
+func scaleRows(g *splat.Gaussians, s float32, lo, hi int) {
+	n := g.Len()
+	for _, f := range g.Fields() {
+		w := len(f.Data) / n
+		for i := lo * w; i < hi*w; i++ {
+			f.Data[i] *= s
+		}
+	}
 }
 
 // Render draws the current Gaussians for a camera.

@@ -228,7 +228,7 @@ func (s *AdamGroup) put(b []byte) {
 	putF32(b[12:], s.Pad)
 }
 
-// AdamP is struct AdamP of shaders/abi.h: one Adam step: the six groups, then β1, β2, 1−β1, 1−β2, ε, the splat count, visible-only, the MCMC regularisers' coefficients (engine.RegCoeffs; 0 = off) and whether they reach the splats in view only (engine.MCMCStep.RegInView).
+// AdamP is struct AdamP of shaders/abi.h: one Adam step: the six groups, then β1, β2, 1−β1, 1−β2, ε, the splat count, visible-only, the MCMC regularisers' coefficients (engine.RegCoeffs; 0 = off) and whether they reach the splats in view only (engine.MCMCStep.RegInView), and the factor adam_step takes the summed gradients by (1/B for a batch of B views).
 type AdamP struct {
 	G           [6]AdamGroup
 	B1          float32
@@ -241,10 +241,11 @@ type AdamP struct {
 	Co          float32
 	Cs          float32
 	RegInView   uint32
+	GradScale   float32
 }
 
 // AdamPSize is the bytes of struct AdamP.
-const AdamPSize = 136
+const AdamPSize = 140
 
 // Bytes returns s as the kernels read it: little-endian, C layout, padding zero.
 func (s *AdamP) Bytes() []byte {
@@ -267,6 +268,7 @@ func (s *AdamP) put(b []byte) {
 	putF32(b[124:], s.Co)
 	putF32(b[128:], s.Cs)
 	putU32(b[132:], s.RegInView)
+	putF32(b[136:], s.GradScale)
 }
 
 // RayCam is struct RayCam of shaders/abi.h: the pinhole camera pixel_rays builds each pixel's ray from, every value a float32 pair hi + lo (prep.RayCam).
@@ -619,6 +621,8 @@ type ProjectBwdArgs struct {
 	StatAccum     Buf // written: f32
 	StatCount     Buf // written: u32
 	StatMaxRadius Buf // written: f32
+	Later         uint32
+	Seen          Buf // written: u32
 }
 
 // ProjectBwdAdamArgs are the parameters of project_bwd_adam (shaders/project_bwd.cu), in the kernel's order.
@@ -693,12 +697,13 @@ type ZeroRowsArgs struct {
 
 // McmcNoiseArgs are the parameters of mcmc_noise (shaders/mcmc.cu), in the kernel's order.
 type McmcNoiseArgs struct {
-	Params Buf // written: f32
-	N      uint32
-	Scale  float32
-	SeedLo uint32
-	SeedHi uint32
-	Step   uint32
+	Params  Buf // written: f32
+	N       uint32
+	Scale   float32
+	SeedLo  uint32
+	SeedHi  uint32
+	Step    uint32
+	Readout Buf // read: u32
 }
 
 // CeilingCopyArgs are the parameters of ceiling_copy (shaders/ceiling.cu), in the kernel's order.
@@ -1190,7 +1195,7 @@ func (k *EngineKernels) RasterBwdRay(grid, block gpu.Dim3, a RasterBwdArgs) erro
 
 // ProjectBwd launches project_bwd (shaders/project_bwd.cu) on a grid of grid blocks of block threads.
 func (k *EngineKernels) ProjectBwd(grid, block gpu.Dim3, a ProjectBwdArgs) error {
-	l := newLaunch("project_bwd", grid, block, 0, 128, 17)
+	l := newLaunch("project_bwd", grid, block, 0, 128, 19)
 	l.bytes(a.Cam.Bytes())
 	l.buf("readout", a.Readout, 4)
 	l.buf("params", a.Params, 4)
@@ -1208,6 +1213,8 @@ func (k *EngineKernels) ProjectBwd(grid, block gpu.Dim3, a ProjectBwdArgs) error
 	l.buf("statAccum", a.StatAccum, 4)
 	l.buf("statCount", a.StatCount, 4)
 	l.buf("statMaxRadius", a.StatMaxRadius, 4)
+	l.u32(a.Later)
+	l.buf("seen", a.Seen, 4)
 	return l.run(k.dev, k.projectBwd)
 }
 
@@ -1295,13 +1302,14 @@ func (k *EngineKernels) ZeroRows(grid, block gpu.Dim3, a ZeroRowsArgs) error {
 
 // McmcNoise launches mcmc_noise (shaders/mcmc.cu) on a grid of grid blocks of block threads.
 func (k *EngineKernels) McmcNoise(grid, block gpu.Dim3, a McmcNoiseArgs) error {
-	l := newLaunch("mcmc_noise", grid, block, 0, 0, 6)
+	l := newLaunch("mcmc_noise", grid, block, 0, 0, 7)
 	l.buf("params", a.Params, 4)
 	l.u32(a.N)
 	l.f32(a.Scale)
 	l.u32(a.SeedLo)
 	l.u32(a.SeedHi)
 	l.u32(a.Step)
+	l.buf("readout", a.Readout, 4)
 	return l.run(k.dev, k.mcmcNoise)
 }
 
@@ -1381,14 +1389,14 @@ var Kernels = []KernelInfo{
 	{Name: "raster_bwd_chunks", Unit: "raster_bwd.cu", Params: 5, InlineBytes: 36, SharedBytes: 32, Block: 256, MaxThreads: 0},
 	{Name: "raster_bwd_ewa", Unit: "raster_bwd.cu", Params: 26, InlineBytes: 244, SharedBytes: 7424, Block: 0, MaxThreads: 256},
 	{Name: "raster_bwd_ray", Unit: "raster_bwd.cu", Params: 26, InlineBytes: 244, SharedBytes: 9472, Block: 0, MaxThreads: 0},
-	{Name: "project_bwd", Unit: "project_bwd.cu", Params: 17, InlineBytes: 264, SharedBytes: 25088, Block: 0, MaxThreads: 128},
-	{Name: "project_bwd_adam", Unit: "project_bwd.cu", Params: 19, InlineBytes: 408, SharedBytes: 25672, Block: 0, MaxThreads: 128},
-	{Name: "adam_step", Unit: "adam.cu", Params: 7, InlineBytes: 184, SharedBytes: 72, Block: 256, MaxThreads: 0},
+	{Name: "project_bwd", Unit: "project_bwd.cu", Params: 19, InlineBytes: 276, SharedBytes: 25600, Block: 0, MaxThreads: 128},
+	{Name: "project_bwd_adam", Unit: "project_bwd.cu", Params: 19, InlineBytes: 412, SharedBytes: 25672, Block: 0, MaxThreads: 128},
+	{Name: "adam_step", Unit: "adam.cu", Params: 7, InlineBytes: 188, SharedBytes: 72, Block: 256, MaxThreads: 0},
 	{Name: "opacity_reset", Unit: "adam.cu", Params: 3, InlineBytes: 16, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "gather_rows", Unit: "edit.cu", Params: 7, InlineBytes: 40, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "scatter_shapes", Unit: "edit.cu", Params: 6, InlineBytes: 40, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "zero_rows", Unit: "edit.cu", Params: 4, InlineBytes: 24, SharedBytes: 0, Block: 0, MaxThreads: 0},
-	{Name: "mcmc_noise", Unit: "mcmc.cu", Params: 6, InlineBytes: 28, SharedBytes: 0, Block: 0, MaxThreads: 0},
+	{Name: "mcmc_noise", Unit: "mcmc.cu", Params: 7, InlineBytes: 36, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "ceiling_copy", Unit: "ceiling.cu", Params: 3, InlineBytes: 20, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "ceiling_fma", Unit: "ceiling.cu", Params: 4, InlineBytes: 20, SharedBytes: 0, Block: 0, MaxThreads: 0},
 }

@@ -136,10 +136,11 @@ var Structs = []Struct{
 	{Name: "AdamGroup", Doc: "one parameter group's Adam step: lr/(1−β1ᵗ), 1/sqrt(1−β2ᵗ), the gradient clip (0 = off)", Fields: []Field{
 		{"stepSize", F32, 0}, {"invSqrtBc2", F32, 0}, {"clip", F32, 0}, {"pad", F32, 0},
 	}},
-	{Name: "AdamP", Doc: "one Adam step: the six groups, then β1, β2, 1−β1, 1−β2, ε, the splat count, visible-only, the MCMC regularisers' coefficients (engine.RegCoeffs; 0 = off) and whether they reach the splats in view only (engine.MCMCStep.RegInView)", Fields: []Field{
+	{Name: "AdamP", Doc: "one Adam step: the six groups, then β1, β2, 1−β1, 1−β2, ε, the splat count, visible-only, the MCMC regularisers' coefficients (engine.RegCoeffs; 0 = off) and whether they reach the splats in view only (engine.MCMCStep.RegInView), and the factor adam_step takes the summed gradients by (1/B for a batch of B views)", Fields: []Field{
 		{"g", "AdamGroup", 6},
 		{"b1", F32, 0}, {"b2", F32, 0}, {"c1", F32, 0}, {"c2", F32, 0}, {"eps", F32, 0},
 		{"n", U32, 0}, {"visibleOnly", U32, 0}, {"co", F32, 0}, {"cs", F32, 0}, {"regInView", U32, 0},
+		{"gradScale", F32, 0},
 	}},
 	{Name: "RayCam", Doc: "the pinhole camera pixel_rays builds each pixel's ray from, every value a float32 pair hi + lo (prep.RayCam)", Fields: []Field{
 		{"R", F32, 9}, {"RLo", F32, 9}, // world-to-camera rotation, row-major
@@ -269,8 +270,8 @@ var Units = []Unit{
 		{Name: "project_bwd", Params: []Param{val("cam", "Cam"), in("readout", U32), in("params", F32), in("valid", U32),
 			in("radius", F32), in("gColor", F32), in("gOpacity", F32), in("gMean2d", F32), in("gConic", F32),
 			in("gRayU", F32), in("gRayA", F32), out("grads", F32), out("grad2d", F32), sc("accumulate", U32),
-			out("statAccum", F32), out("statCount", U32), out("statMaxRadius", F32)}, MaxThreads: shBlock, MinBlocks: 6,
-			Shared: []Shared{{"sSh", F32, shBlock * shSRow}}},
+			out("statAccum", F32), out("statCount", U32), out("statMaxRadius", F32), sc("later", U32), out("seen", U32)},
+			MaxThreads: shBlock, MinBlocks: 6, Shared: []Shared{{"sSh", F32, shBlock * shSRow}, {"sAdd", U32, shBlock}}},
 		// project_bwd then adam_step on the same splats, the gradients never leaving the
 		// multiprocessor; project_bwd's bounds and block.
 		{Name: "project_bwd_adam", Params: []Param{val("cam", "Cam"), val("ap", "AdamP"), out("readout", U32), out("params", F32),
@@ -293,7 +294,7 @@ var Units = []Unit{
 	}},
 	{Name: "mcmc", Set: "Engine", Kernels: []Kernel{
 		{Name: "mcmc_noise", Params: []Param{out("params", F32), sc("n", U32), sc("scale", F32), sc("seedLo", U32),
-			sc("seedHi", U32), sc("step", U32)}},
+			sc("seedHi", U32), sc("step", U32), in("readout", U32)}},
 	}},
 	{Name: "ceiling", Set: "Ceiling", Kernels: []Kernel{
 		{Name: "ceiling_copy", Params: []Param{in("src", F32), out("dst", F32), sc("n", U32)}},
