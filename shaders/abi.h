@@ -28,6 +28,8 @@
 #define RO_BIGBITS 11
 // readout word: segments after the first that raster_fwd's first pass queued for its second
 #define RO_SEGS 12
+// readout word of a data-parallel step's last view: non-zero when some rank's views overflowed (the ranks' RO_ABORT, max-reduced before the update); Adam and the noise do nothing
+#define RO_PEER 13
 // words of the readout block
 #define RO_WORDS 16
 // elements one scan_blocks block covers (256 threads × 4)

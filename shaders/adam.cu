@@ -8,7 +8,8 @@
 //   and writes every parameter and both moments). An element's group is 0 means, 1
 //   log_scales, 2 quats, 3 opacity logits, 4 SH DC (the first 3 of a splat's 48 SH values),
 //   5 SH rest. Nothing runs when readout[RO_ABORT] is set (a step whose lists overflowed is
-//   run again).
+//   run again), nor when readout[RO_PEER] is (another rank's views of a data-parallel step
+//   overflowed: every rank leaves its parameters as they are, and the step runs again).
 //   params, m, v [59n] f32 updated in place; valid [n] u32 (project)
 //   grads [59n] f32: read for valid splats only. An invalid splat's gradient is zero, and
 //   project_bwd does not write it: its elements take g = 0 (or, visible-only, no update).
@@ -56,7 +57,7 @@ DEVICE u32 locate(u32 e, u32 n, u32& splat)
 
 DEVICE void adam_step_body(Thr th, adam_step_args a, SPTR float* gtab)
 {
-    if (a.readout[RO_ABORT]) return;
+    if (a.readout[RO_ABORT] || a.readout[RO_PEER]) return;
     const AdamP& ap = a.ap;
     adam_groups(th, ap, gtab);
     BARRIER();

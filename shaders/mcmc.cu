@@ -8,7 +8,7 @@
 //   normal32(normal_key(seed, step, i, a)), gate(o) = σ(100·((1 − o) − 0.995)), Σ = R S Sᵀ Rᵀ
 //   from the normalised quaternion and exp(log s); a splat whose gate·scale is 0 or whose
 //   quaternion is zero or not finite stays in place. params [59·n] f32. Nothing runs when
-//   readout[RO_ABORT] is set: the step runs again once its lists have grown, and the noise,
+//   readout[RO_ABORT] or readout[RO_PEER] (adam.cu) is set: the step runs again once its lists have grown, and the noise,
 //   drawn from the step's number, must move the splats once.
 #include "prelude.h"
 #include "common.h"
@@ -18,7 +18,7 @@
 DEVICE void mcmc_noise_body(Thr th, mcmc_noise_args a)
 {
     u32 n = a.n, i = th.bid * th.bdim + th.tid;
-    if (i >= n || a.readout[RO_ABORT]) return;
+    if (i >= n || a.readout[RO_ABORT] || a.readout[RO_PEER]) return;
     GPTR float* p = a.params;
     float o = sigmoidd(p[OFF_OPAC(n) + i]);
     float gate = sigmoidd(mul_rn(100.0f, (1.0f - o) - 0.995f));

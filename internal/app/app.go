@@ -8,6 +8,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
 
@@ -17,8 +18,10 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/engine/cpu"
 	"github.com/rlxsplat/rlxsplat/internal/fused"
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
+	"github.com/rlxsplat/rlxsplat/internal/gpu/nccl"
 	"github.com/rlxsplat/rlxsplat/internal/io/dataset"
 	"github.com/rlxsplat/rlxsplat/internal/loss"
+	"github.com/rlxsplat/rlxsplat/internal/multi"
 	"github.com/rlxsplat/rlxsplat/internal/prep"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 	"github.com/rlxsplat/rlxsplat/internal/train"
@@ -164,6 +167,17 @@ func NewEngine(c *config.Config, g *splat.Gaussians, notice func(string)) (engin
 	if err != nil {
 		return nil, err
 	}
+	if c.Train.GPUs > 1 {
+		kind := string(c.Train.Device)
+		if c.Train.Device == config.DeviceAuto {
+			kind = gpu.KindCUDA
+		}
+		eng, err := newMultiEngine(kind, c.Train.GPUs, set, g, notice)
+		if err != nil {
+			return nil, fmt.Errorf("app: train.gpus %d: %w", c.Train.GPUs, err)
+		}
+		return eng, nil
+	}
 	switch c.Train.Device {
 	case config.DeviceCPU:
 		return cpu.New(set, g)
@@ -206,6 +220,58 @@ func newGPUEngine(kind string, set engine.Settings, g *splat.Gaussians, notice f
 		opts = append(opts, fused.WithNotice(notice))
 	}
 	e, err := fused.New(dev, set, g, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoGPU, err)
+	}
+	return e, nil
+}
+
+// newMultiEngine opens n devices of kind (CUDA ordinals 0..n-1, or n host emulators) and
+// starts the data-parallel engine (internal/multi) over them, its gradients reduced with NCCL
+// when every device is a CUDA one and libnccl.so.2 loads, else through the host (said through
+// notice, with why).
+func newMultiEngine(kind string, n int, set engine.Settings, g *splat.Gaussians, notice func(string)) (engine.Engine, error) {
+	o, err := gpu.OptionsFromEnv(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	var devs []gpu.Device
+	closeAll := func() {
+		for _, d := range devs {
+			d.Close()
+		}
+	}
+	for k := 0; k < n; k++ {
+		o.Ordinal = k
+		d, err := gpu.OpenWith(kind, o)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("%w: %s device %d of %d: %w", ErrNoGPU, kind, k, n, err)
+		}
+		devs = append(devs, d)
+	}
+	var red multi.Reducer
+	if kind == gpu.KindCUDA {
+		lib, lerr := nccl.Open(os.Getenv)
+		if lerr == nil {
+			ords := make([]int, n)
+			for k := range ords {
+				ords[k] = k
+			}
+			red, lerr = multi.NewNCCLReducer(lib, ords)
+		}
+		if lerr != nil && notice != nil {
+			notice(fmt.Sprintf("no NCCL (%s): the %d GPUs sum their gradients through the host, which is slow", firstLine(lerr), n))
+		}
+	}
+	if red == nil {
+		red = multi.NewHostReducer(n)
+	}
+	var opts []fused.Option
+	if notice != nil {
+		opts = append(opts, fused.WithNotice(notice))
+	}
+	e, err := multi.New(devs, red, set, g, true, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoGPU, err)
 	}

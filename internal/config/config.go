@@ -314,6 +314,9 @@ type Train struct {
 	// StepsScale multiplies every step count of the schedule (iterations, evaluations,
 	// previews, checkpoints, SH interval, learning-rate decay, densification).
 	StepsScale float64 `yaml:"steps_scale"`
+	// GPUs is the number of GPUs of the host that share each step's batch (data-parallel,
+	// gradients summed with NCCL); 1 = one GPU.
+	GPUs int `yaml:"gpus"`
 }
 
 // Export formats (output.formats).

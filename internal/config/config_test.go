@@ -57,7 +57,7 @@ func wantDefaults() Config {
 		Train: Train{Iterations: 30000, Seed: 42, Device: DeviceAuto, Threads: 0,
 			EvalSteps: []int{7000, 30000}, LogEvery: 10, PreviewEvery: 1000, CheckpointEvery: 5000,
 			KeepCheckpoints: 3, PreviewView: 0, SaveEvalRenders: false, CoarseScale: 1, CoarseUntil: 15000,
-			BatchSize: 1, StepsScale: 1},
+			BatchSize: 1, StepsScale: 1, GPUs: 1},
 		Output: Output{Dir: "out", Formats: []string{"ply"}},
 	}
 }
@@ -508,9 +508,9 @@ func TestDefaultYAMLDocumentsEveryKey(t *testing.T) {
 func TestKeysDefaultType(t *testing.T) {
 	keys := Keys()
 	// data 8, init 7, model 6, raster 3, loss 2, optim 13, densify 13,
-	// mcmc 8, train 16, output 2.
-	if len(keys) != 78 {
-		t.Errorf("%d keys, want 78", len(keys))
+	// mcmc 8, train 17, output 2.
+	if len(keys) != 79 {
+		t.Errorf("%d keys, want 79", len(keys))
 	}
 	if keys[0] != "data.dir" || keys[len(keys)-1] != "output.formats" {
 		t.Errorf("key order: first %s, last %s", keys[0], keys[len(keys)-1])

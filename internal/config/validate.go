@@ -227,6 +227,13 @@ func (c *Config) problems() []error {
 			t.BatchSize, t.BatchSize, c.Optim.Beta1, maxBatch(c.Optim.Beta1, c.Optim.Beta2))
 	}
 	k.floatIn("train.steps_scale", t.StepsScale, 0, 1000, true, false)
+	k.atLeast("train.gpus", t.GPUs, 1, "")
+	if t.GPUs > 1 && t.BatchSize < t.GPUs {
+		k.add("train.gpus", "%d is out of range: each GPU takes at least one view of a step's batch (train.batch_size %d)", t.GPUs, t.BatchSize)
+	}
+	if t.GPUs > 1 && (t.Device == DeviceCPU || t.Device == DeviceMetal || t.Device == DeviceMetalEmu) {
+		k.add("train.gpus", "%d GPUs need train.device cuda (or auto, or emu for checking), not %s", t.GPUs, t.Device)
+	}
 
 	if strings.TrimSpace(c.Output.Dir) == "" {
 		k.add("output.dir", "is empty: want a directory")

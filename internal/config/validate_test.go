@@ -132,6 +132,10 @@ func TestValidate(t *testing.T) {
 		{"batch_size 11", func(c *Config) { c.Train.BatchSize = 11 }, "train.batch_size: 11 is out of range: Adam's β1 for a batch, 1 − 11·(1 − optim.beta1 0.9), must not fall below 0 (at most 10 views)"},
 		{"steps_scale 0", func(c *Config) { c.Train.StepsScale = 0 }, "train.steps_scale: 0 is out of range: want a number in (0,1000]"},
 		{"steps_scale 0.25", func(c *Config) { c.Train.StepsScale = 0.25 }, ""},
+		{"gpus 0", func(c *Config) { c.Train.GPUs = 0 }, "train.gpus: 0 is out of range: want >= 1"},
+		{"gpus 2 batch 1", func(c *Config) { c.Train.GPUs = 2 }, "train.gpus: 2 is out of range: each GPU takes at least one view of a step's batch (train.batch_size 1)"},
+		{"gpus 2 batch 4", func(c *Config) { c.Train.GPUs, c.Train.BatchSize = 2, 4 }, ""},
+		{"gpus 2 cpu", func(c *Config) { c.Train.GPUs, c.Train.BatchSize, c.Train.Device = 2, 2, DeviceCPU }, "train.gpus: 2 GPUs need train.device cuda (or auto, or emu for checking), not cpu"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -47,10 +47,10 @@ func adamArgs(s engine.AdamSettings, lr engine.LR, t int64, n int, m engine.MCMC
 }
 
 // adam launches adam.cu's adam_step over the 59·n packed elements, 4 a thread (design.md §5
-// step 8), the splats whose gradients grads holds marked in valid (seen after a step's
-// project_bwd).
-func (e *Engine) adam(ap abi.AdamP, valid gpu.Buffer) error {
+// step 8), on the gradients grads holds for the splats valid marks (seen after a step's
+// project_bwd; their reductions in a data-parallel step).
+func (e *Engine) adam(ap abi.AdamP, grads, valid gpu.Buffer) error {
 	return e.k.AdamStep(gpu.BlocksFor(uint32((paramFloats*e.n+3)/4), abi.AdamStepBlock), gpu.Dim3{abi.AdamStepBlock}, abi.AdamStepArgs{
-		Ap: ap, Readout: e.ro, Params: abi.B(e.params), Grads: abi.B(e.grads), M: abi.B(e.adamM),
+		Ap: ap, Readout: e.ro, Params: abi.B(e.params), Grads: abi.B(grads), M: abi.B(e.adamM),
 		V: abi.B(e.adamV), Valid: abi.B(valid)})
 }

@@ -331,7 +331,7 @@ func compare(dev gpu.Device, set engine.Settings, g *splat.Gaussians, v *engine.
 	if err != nil {
 		return nil, fmt.Errorf("fused: compare: %w", err)
 	}
-	if err := fe.adam(ap, fe.valid); err != nil {
+	if err := fe.adam(ap, fe.grads, fe.valid); err != nil {
 		return nil, fmt.Errorf("fused: compare: adam: %w", err)
 	}
 	aAfter, err := fe.Gaussians()
@@ -475,7 +475,7 @@ func (r *rows) regularisedAdam(g *splat.Gaussians, m engine.MCMCStep) error {
 	if err != nil {
 		return fmt.Errorf("fused: compare: %w", err)
 	}
-	if err := fe.adam(ap, fe.valid); err != nil {
+	if err := fe.adam(ap, fe.grads, fe.valid); err != nil {
 		return fmt.Errorf("fused: compare: adam: %w", err)
 	}
 	got, err := fe.Gaussians()

@@ -129,6 +129,12 @@ type Engine struct {
 	// gradsOnly stops steps before the update, their gradients left in grads (CompareBatch,
 	// with unfusedAdam).
 	gradsOnly bool
+	// reduce, when set, makes steps ranks' shares of a data-parallel step (SetReduce);
+	// batchViews is the whole batch's size during StepPart.
+	reduce     func(Reduction) error
+	batchViews int
+	// The reduced gradients and seen flags of a data-parallel step (Reduction's outputs).
+	gradsSum, seenSum gpu.Buffer
 	// noEvents: the device has no timing events (gpu.ErrUnsupported); notes are the features
 	// found missing, each said once through notice.
 	noEvents bool

@@ -16,6 +16,7 @@ const (
 	roSSIM      = 8  // two-float sum in words 8,9
 	roBig       = 10 // splats bin_count queued for a warp each
 	roBigBits   = 11 // words of hit bits they asked for (bin.cu)
+	roPeer      = 13 // a data-parallel step: some rank overflowed (SetReduce)
 	roWords     = 16
 )
 

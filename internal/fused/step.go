@@ -33,7 +33,7 @@ type pass struct {
 func (e *Engine) enqueueStep(q, prev *inflight) (*pass, error) {
 	// cpu-conic uploads mid-step: not capturable; a batch resumed after an overflow runs eagerly
 	// rather than replace the graph of whole batches for once.
-	if e.graphs && e.set.BinMode != engine.BinCPUConic && q.start == 0 {
+	if e.graphs && e.set.BinMode != engine.BinCPUConic && q.start == 0 && e.reduce == nil {
 		p, err := e.graphStep(q, prev)
 		if !errors.Is(err, gpu.ErrUnsupported) {
 			return p, err
@@ -49,7 +49,9 @@ func (e *Engine) enqueueStep(q, prev *inflight) (*pass, error) {
 // its views' gradients in grads (project_bwd, seen marking the splats written) and runs
 // adam_step on their mean, recording events 0 and 8 only.
 func (e *Engine) stepWork(q, prev *inflight) (*pass, error) {
-	batch := len(q.views) > 1
+	// A data-parallel step (SetReduce) takes the batch path whatever its views: the
+	// reduction goes between the gradients and the update.
+	batch := len(q.views) > 1 || e.reduce != nil
 	timed := e.timed
 	if batch {
 		if err := e.record(0); err != nil {
@@ -58,7 +60,14 @@ func (e *Engine) stepWork(q, prev *inflight) (*pass, error) {
 		e.timed = false
 		defer func() { e.timed = timed }()
 	}
-	var p *pass
+	p := &pass{cam: &q.views[len(q.views)-1]}
+	if e.reduce != nil && q.start == 0 {
+		// The ranks sum whole gradient buffers: a splat this rank's views did not see must
+		// hold zeros, not a stale step's gradients.
+		if err := e.dev.Memset(e.grads, 0, e.n*paramFloats*4, 0); err != nil {
+			return nil, err
+		}
+	}
 	for j := q.start; j < len(q.views); j++ {
 		e.useView(q.slot, j, prev)
 		var err error
@@ -71,6 +80,21 @@ func (e *Engine) stepWork(q, prev *inflight) (*pass, error) {
 	}
 	if e.gradsOnly {
 		return p, nil
+	}
+	if e.reduce != nil {
+		last := len(q.views) - 1
+		e.useView(q.slot, last, prev)
+		if err := e.ensure(&e.gradsSum, e.capN*paramFloats*4); err != nil {
+			return nil, err
+		}
+		if err := e.ensure(&e.seenSum, e.capN*4); err != nil {
+			return nil, err
+		}
+		rd := Reduction{Grads: e.grads, Seen: e.seen, GradsOut: e.gradsSum, SeenOut: e.seenSum, N: e.n, Readout: e.ro.B,
+			AbortOff: e.ro.Off + roAbort*4, PeerOff: e.ro.Off + roPeer*4}
+		if err := e.reduce(rd); err != nil {
+			return nil, fmt.Errorf("fused: reducing the gradients across the ranks: %w", err)
+		}
 	}
 	if !batch && e.FusesAdam() {
 		return p, e.update(q.o, q.ap, false)
@@ -177,6 +201,48 @@ func (e *Engine) Submit(v *engine.View, o engine.StepOptions) error {
 	return e.SubmitBatch([]*engine.View{v}, o)
 }
 
+// Reduction is what a data-parallel step hands its reduction (SetReduce) between the views'
+// gradients and the update, to be combined across the ranks on the device's queue, in order
+// with the step's work: Grads [59·N] f32 summed into GradsOut, Seen [N] u32 maxed into
+// SeenOut, and the u32 word at AbortOff of Readout maxed into the word at PeerOff (some rank's
+// views overflowed: no rank updates, and each runs the step again). The inputs must stay as
+// they are: a rank that runs the step again from a later view, or only its reduction, sums
+// into them on from where they were.
+type Reduction struct {
+	Grads, Seen       gpu.Buffer
+	GradsOut, SeenOut gpu.Buffer
+	N                 int
+	Readout           gpu.Buffer
+	AbortOff, PeerOff int // byte offsets into Readout
+}
+
+// SetReduce makes every later step a rank's share of a data-parallel step: its gradients
+// start from zero, reduce is called between the views' gradients and the update (on the
+// goroutine enqueuing the step; every rank calls its own at the same point), and the update
+// takes the reduced gradients as the batch's (StepPart gives the batch's size). Steps run
+// launch by launch. nil turns it off.
+func (e *Engine) SetReduce(reduce func(Reduction) error) { e.reduce = reduce }
+
+// StepPart runs this rank's share vs of a data-parallel step over a batch of total views
+// (SetReduce): the update scales the reduced gradients by engine.BatchScale(total).
+func (e *Engine) StepPart(vs []*engine.View, total int, o engine.StepOptions) (engine.StepResult, error) {
+	if e.reduce == nil {
+		return engine.StepResult{}, errors.New("fused: a step's share needs a reduction (SetReduce)")
+	}
+	if total < len(vs) {
+		return engine.StepResult{}, fmt.Errorf("fused: a share of %d views of a batch of %d", len(vs), total)
+	}
+	if err := e.idle("step"); err != nil {
+		return engine.StepResult{}, err
+	}
+	e.batchViews = total
+	defer func() { e.batchViews = 0 }()
+	if err := e.SubmitBatch(vs, o); err != nil {
+		return engine.StepResult{}, err
+	}
+	return e.Collect()
+}
+
 // SubmitBatch queues a training step over the views vs and returns without waiting for it;
 // Collect returns the results in submission order, each as StepBatch would have. A step
 // submitted while another is still queued goes on the device right behind it, so that the
@@ -228,7 +294,11 @@ func (e *Engine) SubmitBatch(vs []*engine.View, o engine.StepOptions) error {
 	if prev != nil {
 		t++
 	}
-	ap, err := adamArgs(e.set.Adam, o.LR, t, e.n, o.MCMC, len(vs))
+	views := len(vs)
+	if e.batchViews > 0 {
+		views = e.batchViews
+	}
+	ap, err := adamArgs(e.set.Adam, o.LR, t, e.n, o.MCMC, views)
 	if err != nil {
 		return err
 	}
@@ -340,20 +410,30 @@ func (e *Engine) finish(q *inflight) error {
 			return fmt.Errorf("fused: step: %w", err)
 		}
 		k := slices.IndexFunc(ros, func(ro readout) bool { return ro[roAbort] != 0 })
-		if k < 0 {
+		peer := k < 0 && ros[len(ros)-1][roPeer] != 0
+		if k < 0 && !peer {
 			return e.complete(q, ros)
 		}
 		q.overflows++
 		if q.overflows == maxAttempts {
+			if peer {
+				return fmt.Errorf("fused: step: another rank's tile lists overflowed %d times", q.overflows)
+			}
 			return fmt.Errorf("fused: step: the tile lists overflowed %d times (last count %d entries)", q.overflows, ros[k][roEntries])
 		}
-		// The step behind q skipped its work; let it end before the lists it was given are
-		// reallocated.
-		if err := e.dev.Sync(); err != nil {
-			return fmt.Errorf("fused: step: %w", err)
-		}
-		if err := e.growLists(int(ros[k][roEntries])); err != nil {
-			return err
+		if peer {
+			// Every view here ran and summed its gradients; another rank's overflowed, and no
+			// rank updated. Run the reduction and the update again with the other ranks.
+			k = len(q.views)
+		} else {
+			// The step behind q skipped its work; let it end before the lists it was given
+			// are reallocated.
+			if err := e.dev.Sync(); err != nil {
+				return fmt.Errorf("fused: step: %w", err)
+			}
+			if err := e.growLists(int(ros[k][roEntries])); err != nil {
+				return err
+			}
 		}
 		q.start = k
 		if err := e.enqueue(q, nil); err != nil {
@@ -608,7 +688,11 @@ func (e *Engine) viewBackward(p *pass, target gpu.Buffer, o engine.StepOptions, 
 // otherwise) and the MCMC noise, recording event 8.
 func (e *Engine) update(o engine.StepOptions, ap abi.AdamP, adam bool) error {
 	if adam {
-		if err := e.adam(ap, e.seen); err != nil {
+		grads, seen := e.grads, e.seen
+		if e.reduce != nil {
+			grads, seen = e.gradsSum, e.seenSum
+		}
+		if err := e.adam(ap, grads, seen); err != nil {
 			return err
 		}
 	}

@@ -28,6 +28,8 @@ const (
 	RoBigBits = 11
 	// RoSegs is RO_SEGS: readout word: segments after the first that raster_fwd's first pass queued for its second.
 	RoSegs = 12
+	// RoPeer is RO_PEER: readout word of a data-parallel step's last view: non-zero when some rank's views overflowed (the ranks' RO_ABORT, max-reduced before the update); Adam and the noise do nothing.
+	RoPeer = 13
 	// RoWords is RO_WORDS: words of the readout block.
 	RoWords = 16
 	// ScanBlock is SCAN_BLOCK: elements one scan_blocks block covers (256 threads × 4).

@@ -419,6 +419,12 @@ func (d *Device) Launch(k driver.Kernel, grid, block driver.Dim3, shared int, ar
 	return d.launch(ek, grid, block, args)
 }
 
+// launchMu runs one launch at a time in the process: a unit's runtime keeps its block's state
+// in statics (shaders/emu_runtime.h), and devices that load the same unit from the same cache
+// share its library, so launches on two devices at once (data-parallel ranks, internal/multi)
+// would run in the same statics.
+var launchMu sync.Mutex
+
 func (d *Device) launch(ek *kernel, grid, block driver.Dim3, args []driver.Arg) error {
 	grid, block = grid.Norm(), block.Norm()
 	if block[1] != 1 || block[2] != 1 {
@@ -449,7 +455,9 @@ func (d *Device) launch(ek *kernel, grid, block driver.Dim3, args []driver.Arg) 
 	}
 	pin.Pin(&ptrs[0])
 	pin.Pin(&dims[0])
+	launchMu.Lock()
 	purego.SyscallN(ek.fn, uintptr(unsafe.Pointer(&dims[0])), uintptr(unsafe.Pointer(&ptrs[0])))
+	launchMu.Unlock()
 	return nil
 }
 

@@ -162,6 +162,7 @@ var Consts = []Const{
 	{"RO_BIG", "RoBig", 10, false, "readout word: splats bin_count queued for a warp each"},
 	{"RO_BIGBITS", "RoBigBits", 11, false, "readout word: words of hit bits the queued splats asked for"},
 	{"RO_SEGS", "RoSegs", 12, false, "readout word: segments after the first that raster_fwd's first pass queued for its second"},
+	{"RO_PEER", "RoPeer", 13, false, "readout word of a data-parallel step's last view: non-zero when some rank's views overflowed (the ranks' RO_ABORT, max-reduced before the update); Adam and the noise do nothing"},
 	{"RO_WORDS", "RoWords", 16, false, "words of the readout block"},
 	{"SCAN_BLOCK", "ScanBlock", 1024, true, "elements one scan_blocks block covers (256 threads × 4)"},
 	{"SORT_THREADS", "SortThreads", 256, true, "threads of a sort block"},
