@@ -13,14 +13,14 @@ build:
 
 ## test: every test; GPU tests skip here with the reason, and the fused engine's kernels then
 ## run on the host emulator instead (needs g++; skipped with the reason without it), and the
-## stage-parity, edit and graph tests again through the Metal backend on a simulated device
+## stage-parity, batch, edit and graph tests again through the Metal backend on a simulated device
 ## (the exact MSL built for the host). The
 ## output is go test's, then every skipped test with its reason (internal/cmd/skipreport);
 ## the exit status is go test's.
 test:
 	@$(GO) build -o bin/skipreport ./internal/cmd/skipreport
-	bin/skipreport -go $(GO) ./... \; RLXSPLAT_FUSED_EMU=1 ./internal/fused \
-		\; RLXSPLAT_FUSED_METAL_HOST=1 -run '^(TestStageParity|TestEditsAndState|TestGraphStepsMatchEager)$$' ./internal/fused
+	bin/skipreport -go $(GO) ./... \; RLXSPLAT_FUSED_EMU=1 ./internal/fused ./internal/multi \
+		\; RLXSPLAT_FUSED_METAL_HOST=1 -run '^(TestStageParity|TestEditsAndState|TestGraphStepsMatchEager|TestBatchParity)$$' ./internal/fused
 
 test-short:
 	$(GO) test -short ./...
@@ -32,7 +32,7 @@ ptx:
 ## test-gpu: test binaries for the GPU machine; run each from its package directory there
 test-gpu:
 	@mkdir -p $(GPUTEST)
-	@for p in $$($(GO) list ./internal/gpu/... ./internal/fused/... 2>/dev/null); do \
+	@for p in $$($(GO) list ./internal/gpu/... ./internal/fused/... ./internal/multi/... 2>/dev/null); do \
 		n=$$(basename $$p); \
 		CGO_ENABLED=0 $(GO) test -c -o $(GPUTEST)/$$n.test $$p || exit 1; \
 	done

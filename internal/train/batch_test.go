@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -96,4 +97,30 @@ func TestScaleSteps(t *testing.T) {
 	if o.Iterations != 1 || o.SHInterval != 1 || o.Densify.Every != 1 {
 		t.Errorf("tiny schedule scaled to %+v: intervals and iterations must stay >= 1", o)
 	}
+}
+
+// A batch run resumed from its checkpoint ends with the Gaussians of the run that was not
+// interrupted: the views a step draws come from the saved epoch order.
+func TestBatchResumeIsExact(t *testing.T) {
+	ds := smallDemo(t)
+	opts := func(dir string) Options {
+		o := testOptions(dir)
+		o.BatchSize = 3
+		return o
+	}
+	dirA := t.TempDir()
+	a := newTrainer(t, ds, opts(dirA))
+	if err := a.Run(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := a.eng.Gaussians()
+	b := newTrainer(t, ds, opts(t.TempDir()))
+	if err := b.Resume(filepath.Join(dirA, "checkpoints", "step-00025.ckpt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Run(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := b.eng.Gaussians()
+	equalGaussians(t, got, want)
 }
