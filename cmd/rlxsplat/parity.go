@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,6 +18,8 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/config"
 	"github.com/rlxsplat/rlxsplat/internal/engine"
 	"github.com/rlxsplat/rlxsplat/internal/fused"
+	"github.com/rlxsplat/rlxsplat/internal/gpu"
+	"github.com/rlxsplat/rlxsplat/internal/multi"
 	"github.com/rlxsplat/rlxsplat/internal/parity"
 	"github.com/rlxsplat/rlxsplat/internal/prep"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
@@ -249,9 +252,72 @@ func gpuParity(ctx context.Context, o *parityOptions, s *streams) (failed, total
 		}
 		rows = append(rows, r...)
 	}
+	r, check, err := dataParallelParity(ctx, dev, s)
+	if err != nil {
+		return 0, 0, err
+	}
+	for range r {
+		checks = append(checks, check)
+	}
+	rows = append(rows, r...)
 	in := dev.Info()
 	fmt.Fprintf(s.Out, "\nGPU engine (%s %s) against the CPU engine, stage by stage:\n", in.Backend, in.Name)
 	return printCompareRows(s.Out, checks, rows), len(rows), nil
+}
+
+// dataParallelParity checks data-parallel steps (train.gpus) against one device's batch: over
+// every CUDA device of the host (at most 8; dev is the first) with NCCL, or on a host with one
+// GPU through a one-rank communicator, or over two host emulators for --device emu. Other
+// backends have no data-parallel path: no rows. It returns the rows and their check's name.
+func dataParallelParity(ctx context.Context, dev gpu.Device, s *streams) ([]fused.CompareRow, string, error) {
+	kind := dev.Info().Backend
+	devs := []gpu.Device{dev}
+	var extra []gpu.Device
+	defer func() {
+		for _, d := range extra {
+			d.Close()
+		}
+	}()
+	switch kind {
+	case gpu.KindCUDA:
+		o, err := gpu.OptionsFromEnv(os.Getenv)
+		if err != nil {
+			return nil, "", err
+		}
+		for k := 1; k < 8; k++ {
+			o.Ordinal = k
+			d, err := gpu.OpenWith(gpu.KindCUDA, o)
+			if err != nil {
+				break
+			}
+			extra = append(extra, d)
+		}
+	case gpu.KindEmu:
+		d, err := gpu.Open(gpu.KindEmu)
+		if err != nil {
+			return nil, "", err
+		}
+		extra = append(extra, d)
+	default:
+		return nil, "", nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	devs = append(devs, extra...)
+	red := app.NewReducer(kind, len(devs), func(m string) { fmt.Fprintln(s.Err, "rlxsplat:", m) })
+	defer red.Close()
+	g, vs := fused.RandomBatch(1, 4000, 160, 120, max(4, len(devs)))
+	o := engine.StepOptions{SHDegree: 3, LR: parityLR, AccumulateStats: true}
+	rows, err := multi.Compare(devs, red, engine.DefaultSettings(), g, vs, o)
+	if err != nil {
+		return nil, "", fmt.Errorf("parity: data-parallel: %w", err)
+	}
+	how := "host reduction"
+	if _, ok := red.(*multi.NCCLReducer); ok {
+		how = "NCCL"
+	}
+	return rows, fmt.Sprintf("gpu random %d ranks, %s", len(devs), how), nil
 }
 
 type parityScene struct {

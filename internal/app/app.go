@@ -226,56 +226,67 @@ func newGPUEngine(kind string, set engine.Settings, g *splat.Gaussians, notice f
 	return e, nil
 }
 
-// newMultiEngine opens n devices of kind (CUDA ordinals 0..n-1, or n host emulators) and
-// starts the data-parallel engine (internal/multi) over them, its gradients reduced with NCCL
-// when every device is a CUDA one and libnccl.so.2 loads, else through the host (said through
-// notice, with why).
+// newMultiEngine opens n devices of kind and starts the data-parallel engine
+// (internal/multi) over them, its gradients reduced as NewReducer says.
 func newMultiEngine(kind string, n int, set engine.Settings, g *splat.Gaussians, notice func(string)) (engine.Engine, error) {
-	o, err := gpu.OptionsFromEnv(os.Getenv)
+	devs, err := OpenDevices(kind, n)
 	if err != nil {
 		return nil, err
-	}
-	var devs []gpu.Device
-	closeAll := func() {
-		for _, d := range devs {
-			d.Close()
-		}
-	}
-	for k := 0; k < n; k++ {
-		o.Ordinal = k
-		d, err := gpu.OpenWith(kind, o)
-		if err != nil {
-			closeAll()
-			return nil, fmt.Errorf("%w: %s device %d of %d: %w", ErrNoGPU, kind, k, n, err)
-		}
-		devs = append(devs, d)
-	}
-	var red multi.Reducer
-	if kind == gpu.KindCUDA {
-		lib, lerr := nccl.Open(os.Getenv)
-		if lerr == nil {
-			ords := make([]int, n)
-			for k := range ords {
-				ords[k] = k
-			}
-			red, lerr = multi.NewNCCLReducer(lib, ords)
-		}
-		if lerr != nil && notice != nil {
-			notice(fmt.Sprintf("no NCCL (%s): the %d GPUs sum their gradients through the host, which is slow", firstLine(lerr), n))
-		}
-	}
-	if red == nil {
-		red = multi.NewHostReducer(n)
 	}
 	var opts []fused.Option
 	if notice != nil {
 		opts = append(opts, fused.WithNotice(notice))
 	}
-	e, err := multi.New(devs, red, set, g, true, opts...)
+	e, err := multi.New(devs, NewReducer(kind, n, notice), set, g, true, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoGPU, err)
 	}
 	return e, nil
+}
+
+// OpenDevices opens n devices of kind: CUDA ordinals 0..n-1, or n host emulators. The error
+// wraps ErrNoGPU and names the device that did not open; none stays open then.
+func OpenDevices(kind string, n int) ([]gpu.Device, error) {
+	o, err := gpu.OptionsFromEnv(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	var devs []gpu.Device
+	for k := 0; k < n; k++ {
+		o.Ordinal = k
+		d, err := gpu.OpenWith(kind, o)
+		if err != nil {
+			for _, d := range devs {
+				d.Close()
+			}
+			return nil, fmt.Errorf("%w: %s device %d of %d: %w", ErrNoGPU, kind, k, n, err)
+		}
+		devs = append(devs, d)
+	}
+	return devs, nil
+}
+
+// NewReducer returns the reduction for n ranks on devices of kind: NCCL's all-reduce when the
+// devices are CUDA ones and libnccl.so.2 loads and makes the communicators, else the host's
+// (said through notice, with why).
+func NewReducer(kind string, n int, notice func(string)) multi.Reducer {
+	if kind == gpu.KindCUDA {
+		lib, err := nccl.Open(os.Getenv)
+		if err == nil {
+			ords := make([]int, n)
+			for k := range ords {
+				ords[k] = k
+			}
+			var red *multi.NCCLReducer
+			if red, err = multi.NewNCCLReducer(lib, ords); err == nil {
+				return red
+			}
+		}
+		if notice != nil {
+			notice(fmt.Sprintf("no NCCL (%s): the %d GPUs sum their gradients through the host, which is slow", firstLine(err), n))
+		}
+	}
+	return multi.NewHostReducer(n)
 }
 
 // firstLine is the first line of an error's message: the device layer joins

@@ -151,7 +151,7 @@ func TestDataParallelMatchesOneBatch(t *testing.T) {
 			if rel := check.RelErr(st.GradAccum, wantSt.GradAccum); rel > 1e-5 {
 				t.Errorf("statistic sums: relative L2 %.3g", rel)
 			}
-			a, b := packAll(got), packAll(want)
+			a, b := packed(got), packed(want)
 			rel := check.RelErr(a, b)
 			t.Logf("parameters after two data-parallel steps against one batch: relative L2 %.3g, max abs %.3g", rel, check.MaxAbs(a, b))
 			if rel > 1e-5 {
@@ -201,7 +201,7 @@ func TestOneRankNCCLIsTheBatch(t *testing.T) {
 	got, _ := me.Gaussians()
 	// The rasterizer's atomics sum in no fixed order: compare against the spread of two
 	// one-engine runs rather than demand equal bits.
-	rel := check.RelErr(packAll(got), packAll(want))
+	rel := check.RelErr(packed(got), packed(want))
 	t.Logf("one rank through NCCL against one batch: relative L2 %.3g, loss %.9g against %.9g", rel, res.Loss, wantRes.Loss)
 	if rel > 1e-5 {
 		t.Errorf("parameters: relative L2 %.3g", rel)
@@ -225,16 +225,8 @@ func TestShares(t *testing.T) {
 	}
 }
 
-func packAll(g *splat.Gaussians) []float32 {
-	var out []float32
-	for _, f := range g.Fields() {
-		out = append(out, f.Data...)
-	}
-	return out
-}
-
 func differ(a, b *splat.Gaussians) int {
-	x, y := packAll(a), packAll(b)
+	x, y := packed(a), packed(b)
 	d := 0
 	for i := range x {
 		if math.Float32bits(x[i]) != math.Float32bits(y[i]) {
@@ -289,7 +281,7 @@ func TestDataParallelStateRoundTrip(t *testing.T) {
 	gotSt, _ := b.Stats()
 	if d := differ(got, want); d > 0 && !onEmu {
 		// The GPU's atomics sum in no fixed order: allow their rounding.
-		if rel := check.RelErr(packAll(got), packAll(want)); rel > 1e-5 {
+		if rel := check.RelErr(packed(got), packed(want)); rel > 1e-5 {
 			t.Errorf("parameters after the restored step: relative L2 %.3g", rel)
 		}
 	} else if d > 0 {
