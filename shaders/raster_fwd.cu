@@ -91,7 +91,7 @@ DEVICE void raster_fwd_run(Thr th, raster_fwd_args a, SPTR Staged<RAY>& s, SPTR 
     u32 cnt = 0, hits = 0;
     bool done = !inside;
     u32 start = a.tileOffsets[tile], end = a.tileOffsets[tile + 1];
-    u32 nseg = seg_count(end - start, (u32)rp.maxSteps);
+    u32 nseg = seg_count(end - start, (u32)rp.maxSteps | (RAY ? 1u : 0u));
     u32 P = (u32)(ts * ts);
     // A pixel that finished in its first segment has no later one to walk (the join never reads
     // it, nor the backward its chunk states): on a scene whose pixels mostly finish early the

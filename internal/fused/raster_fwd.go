@@ -46,8 +46,8 @@ func (e *Engine) rasterFwd(cam *camera.Camera, bg [3]float32, tiles int) error {
 	if err := launch(gpu.Dim3{uint32(tiles)}, e.tileThreads(), args); err != nil {
 		return err
 	}
-	if rp.MaxSteps != 0 || e.listCap <= segmentEntries {
-		return nil // every list is one segment: the first pass wrote every tile
+	if rp.MaxSteps != 0 || e.listCap <= segmentEntries || e.set.Render == prep.Ray {
+		return nil // every list is one segment (raster.h): the first pass wrote every tile
 	}
 	// The queued segments' count is on the device: a block for as many as the lists'
 	// capacity allows, those past the count leaving at once.

@@ -15,7 +15,8 @@ const SegmentEntries = 512
 // and the pixel is finished; otherwise it adds colour·alpha·T and T becomes
 // T·(1−alpha). The pixel's value is Σ cᵢαᵢTᵢ + T·Background.
 //
-// Unless MaxSteps caps the blends, a list is walked in segments of SegmentEntries entries:
+// Unless MaxSteps caps the blends, an EWA list is walked in segments of SegmentEntries entries
+// (the ray model walks every list whole, as its GPU forward does: raster.h says why):
 // each from T = 1 and colour 0 with the rule above, then folded into the walk's C ← C + T·c,
 // T ← T·t, the walk ending at a segment that finished a pixel or after which T < TerminateT.
 // A list of one segment is the plain walk to the bit; a longer one differs only where T
@@ -210,13 +211,8 @@ func (w *worker[F]) renderRay(f *Frame[F], pl *plan[F], tile int, out *Forward[F
 	rx, ry, rz := w.rx[:np], w.ry[:np], w.rz[:np]
 	amin := pl.amin
 	ids := f.Lists.IDs[f.Lists.Offsets[tile]:f.Lists.Offsets[tile+1]]
-	segs := pl.cap == 0 && len(ids) > SegmentEntries
+	// The ray model walks every list whole (raster.h, segments): no fold before finishTile's.
 	for k, id := range ids {
-		if segs && k > 0 && k%SegmentEntries == 0 {
-			if alive -= w.fold(np); alive == 0 {
-				break
-			}
-		}
 		s, ok := loadRay(f.Proj, id, amin, pl.crop)
 		if !ok {
 			continue

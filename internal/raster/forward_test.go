@@ -41,12 +41,24 @@ func TestRenderMatchesReference(t *testing.T) {
 		// Lists of four segments, faint wide splats: walks go on into the later segments, and
 		// many cross TerminateT inside one, where the fold differs from a single walk.
 		{"ewa/full/segments", genOpts{model: prep.EWA, n: 1800, w: 40, h: 30, tile: 16, opMin: 0.008, opMax: 0.02, sigMin: 10, sigMax: 30, alphaMin: prep.AlphaMin}, 0, 2},
-		{"ray/full/segments", genOpts{model: prep.Ray, n: 1800, w: 40, h: 30, tile: 16, opMin: 0.008, opMax: 0.02, sigMin: 10, sigMax: 30, alphaMin: prep.AlphaMin}, 0, 1},
+		// The same lists for the ray model, which walks them whole: the segmented reference
+		// renders them otherwise, Render must not.
+		{"ray/full/whole", genOpts{model: prep.Ray, n: 1800, w: 40, h: 30, tile: 16, opMin: 0.008, opMax: 0.02, sigMin: 10, sigMax: 30, alphaMin: prep.AlphaMin}, 0, 1},
 	}
 	for ci, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := genScene(seedReference+uint64(ci), c.o)
-			ref := reference(s.proj, s.rays, s.w, s.h, s.bg, c.o.alphaMin, c.maxSteps, SegmentEntries)
+			seg := SegmentEntries
+			if c.o.model == prep.Ray {
+				seg = 0 // whole lists (raster.h)
+				if strings.HasSuffix(c.name, "/whole") {
+					segmented := reference(s.proj, s.rays, s.w, s.h, s.bg, c.o.alphaMin, c.maxSteps, SegmentEntries)
+					if segmented.segmented < s.w*s.h/4 || relL2(segmented.img, reference(s.proj, s.rays, s.w, s.h, s.bg, c.o.alphaMin, c.maxSteps, 0).img) < 1e-6 {
+						t.Fatal("segments would not change this scene's render: the case cannot tell a whole walk")
+					}
+				}
+			}
+			ref := reference(s.proj, s.rays, s.w, s.h, s.bg, c.o.alphaMin, c.maxSteps, seg)
 			if got := sumHits(ref.hits); got == 0 {
 				t.Fatal("test scene renders nothing")
 			}
