@@ -602,37 +602,51 @@ func (e *Engine) Gaussians() (*splat.Gaussians, error) {
 
 // Shapes reads back the log-scales and opacity logits alone (4 of the 59 packed floats).
 func (e *Engine) Shapes() (engine.Shapes, error) {
+	var s engine.Shapes
+	err := e.ShapesInto(&s)
+	return s, err
+}
+
+// ShapesInto reads the shapes into dst's arrays (engine.Reader).
+func (e *Engine) ShapesInto(dst *engine.Shapes) error {
 	if err := e.idle("shapes"); err != nil {
-		return engine.Shapes{}, err
+		return err
 	}
 	n := e.n
-	s := engine.Shapes{LogScales: make([]float32, 3*n), OpacityLogits: make([]float32, n)}
-	if err := gpu.DownloadSlice(e.dev, s.LogScales, e.params, 3*n); err != nil {
-		return engine.Shapes{}, fmt.Errorf("fused: download scales: %w", err)
+	dst.LogScales, dst.OpacityLogits = engine.Resize(dst.LogScales, 3*n), engine.Resize(dst.OpacityLogits, n)
+	if err := gpu.DownloadSlice(e.dev, dst.LogScales, e.params, 3*n); err != nil {
+		return fmt.Errorf("fused: download scales: %w", err)
 	}
-	if err := gpu.DownloadSlice(e.dev, s.OpacityLogits, e.params, 10*n); err != nil {
-		return engine.Shapes{}, fmt.Errorf("fused: download opacities: %w", err)
+	if err := gpu.DownloadSlice(e.dev, dst.OpacityLogits, e.params, 10*n); err != nil {
+		return fmt.Errorf("fused: download opacities: %w", err)
 	}
-	return s, nil
+	return nil
 }
 
 // Stats reads the densification statistics back.
 func (e *Engine) Stats() (engine.Stats, error) {
+	var st engine.Stats
+	err := e.StatsInto(&st)
+	return st, err
+}
+
+// StatsInto reads the densification statistics into dst's arrays (engine.Reader).
+func (e *Engine) StatsInto(dst *engine.Stats) error {
 	if err := e.idle("stats"); err != nil {
-		return engine.Stats{}, err
+		return err
 	}
 	n := e.n
-	st := engine.Stats{GradAccum: make([]float32, n), Count: make([]int32, n), MaxRadius: make([]float32, n)}
-	if err := gpu.DownloadF32(e.dev, st.GradAccum, e.statAccum); err != nil {
-		return st, fmt.Errorf("fused: download statistics: %w", err)
+	dst.GradAccum, dst.Count, dst.MaxRadius = engine.Resize(dst.GradAccum, n), engine.Resize(dst.Count, n), engine.Resize(dst.MaxRadius, n)
+	if err := gpu.DownloadF32(e.dev, dst.GradAccum, e.statAccum); err != nil {
+		return fmt.Errorf("fused: download statistics: %w", err)
 	}
-	if err := gpu.DownloadSlice(e.dev, st.Count, e.statCount, 0); err != nil {
-		return st, fmt.Errorf("fused: download statistics: %w", err)
+	if err := gpu.DownloadSlice(e.dev, dst.Count, e.statCount, 0); err != nil {
+		return fmt.Errorf("fused: download statistics: %w", err)
 	}
-	if err := gpu.DownloadF32(e.dev, st.MaxRadius, e.statMaxRadius); err != nil {
-		return st, fmt.Errorf("fused: download statistics: %w", err)
+	if err := gpu.DownloadF32(e.dev, dst.MaxRadius, e.statMaxRadius); err != nil {
+		return fmt.Errorf("fused: download statistics: %w", err)
 	}
-	return st, nil
+	return nil
 }
 
 // ResetStats zeroes the statistics.

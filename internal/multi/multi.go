@@ -37,6 +37,8 @@ type Engine struct {
 	devs  []gpu.Device
 	red   Reducer
 	owned bool
+	// rankStats receives a later rank's statistics while StatsInto merges them.
+	rankStats engine.Stats
 }
 
 var _ engine.Engine = (*Engine)(nil)
@@ -161,26 +163,36 @@ func (e *Engine) Gaussians() (*splat.Gaussians, error) { return e.ranks[0].Gauss
 // Shapes reads the shapes back from the first rank.
 func (e *Engine) Shapes() (engine.Shapes, error) { return e.ranks[0].Shapes() }
 
+// ShapesInto reads the shapes from the first rank into dst's arrays (engine.Reader).
+func (e *Engine) ShapesInto(dst *engine.Shapes) error { return e.ranks[0].ShapesInto(dst) }
+
 // Stats merges the ranks' statistics: each rank accumulated those of its own views, so the
 // sums and counts add and the largest radius is the largest of the ranks'.
 func (e *Engine) Stats() (engine.Stats, error) {
-	var out engine.Stats
+	var st engine.Stats
+	return st, e.StatsInto(&st)
+}
+
+// StatsInto is Stats into dst's arrays (engine.Reader).
+func (e *Engine) StatsInto(dst *engine.Stats) error {
 	for k, fe := range e.ranks {
-		st, err := fe.Stats()
-		if err != nil {
-			return engine.Stats{}, fmt.Errorf("multi: rank %d: %w", k, err)
-		}
 		if k == 0 {
-			out = st
+			if err := fe.StatsInto(dst); err != nil {
+				return fmt.Errorf("multi: rank %d: %w", k, err)
+			}
 			continue
 		}
-		for i := range out.Count {
-			out.GradAccum[i] += st.GradAccum[i]
-			out.Count[i] += st.Count[i]
-			out.MaxRadius[i] = max(out.MaxRadius[i], st.MaxRadius[i])
+		if err := fe.StatsInto(&e.rankStats); err != nil {
+			return fmt.Errorf("multi: rank %d: %w", k, err)
+		}
+		st := &e.rankStats
+		for i := range dst.Count {
+			dst.GradAccum[i] += st.GradAccum[i]
+			dst.Count[i] += st.Count[i]
+			dst.MaxRadius[i] = max(dst.MaxRadius[i], st.MaxRadius[i])
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // ResetStats zeroes every rank's statistics.

@@ -29,12 +29,12 @@ func (t *Trainer) densify(s int) error {
 		at = now
 	}
 	defer func() { t.logJSON(map[string]any{"step": s, "densify_ms": ms}) }()
-	st, err := t.eng.Stats()
+	st, err := t.readStats()
 	if err != nil {
 		return fmt.Errorf("train: step %d: densification statistics: %w", s, err)
 	}
 	lap("stats")
-	g, err := t.eng.Shapes()
+	g, err := t.readShapes()
 	if err != nil {
 		return fmt.Errorf("train: step %d: %w", s, err)
 	}

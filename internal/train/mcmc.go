@@ -51,7 +51,7 @@ func (t *Trainer) mcmcStep(s int, lr engine.LR) engine.MCMCStep {
 // way from all of them (gsplat's _relocate_gs and _add_new_gs, in that order).
 func (t *Trainer) mcmcRefine(s int) error {
 	m := &t.opt.Densify.MCMC
-	g, err := t.eng.Shapes()
+	g, err := t.readShapes()
 	if err != nil {
 		return fmt.Errorf("train: step %d: %w", s, err)
 	}

@@ -43,6 +43,10 @@ type Trainer struct {
 	// grown holds the arrays a growth's shapes were last derived into (densify), reused by
 	// the next growth.
 	grown engine.Shapes
+	// shapes and stats hold the last refinement's reads, their arrays reused by the next
+	// (engine.Reader): refinements read a million splats' values every hundred steps.
+	shapes engine.Shapes
+	stats  engine.Stats
 
 	curve   []curvePoint
 	metrics *os.File
@@ -793,4 +797,23 @@ func writeFileAtomic(path string, data []byte) error {
 		return fmt.Errorf("train: writing %s: %w", path, err)
 	}
 	return nil
+}
+
+// readShapes reads the engine's shapes, into the trainer's arrays when the engine can
+// (engine.Reader); the result is valid until the next call.
+func (t *Trainer) readShapes() (engine.Shapes, error) {
+	if r, ok := t.eng.(engine.Reader); ok {
+		err := r.ShapesInto(&t.shapes)
+		return t.shapes, err
+	}
+	return t.eng.Shapes()
+}
+
+// readStats is readShapes for the densification statistics.
+func (t *Trainer) readStats() (engine.Stats, error) {
+	if r, ok := t.eng.(engine.Reader); ok {
+		err := r.StatsInto(&t.stats)
+		return t.stats, err
+	}
+	return t.eng.Stats()
 }

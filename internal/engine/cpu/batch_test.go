@@ -138,3 +138,40 @@ func countSame(a, b []float32) int {
 	}
 	return s
 }
+
+// BenchmarkReadBack reads a 900k-splat engine's shapes and statistics the way a refinement
+// does: into fresh arrays (Shapes, Stats) and into the arrays of the last read (engine.Reader).
+func BenchmarkReadBack(b *testing.B) {
+	g := splat.New(900_000)
+	for i := range g.Quats {
+		if i%4 == 0 {
+			g.Quats[i] = 1
+		}
+	}
+	e, err := New(engine.DefaultSettings(), g)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("fresh", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := e.Shapes(); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := e.Stats(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("reused", func(b *testing.B) {
+		var sh engine.Shapes
+		var st engine.Stats
+		for b.Loop() {
+			if err := e.ShapesInto(&sh); err != nil {
+				b.Fatal(err)
+			}
+			if err := e.StatsInto(&st); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -214,13 +214,25 @@ func (e *Engine) Shapes() (engine.Shapes, error) {
 	return engine.Shapes{LogScales: slices.Clone(e.g.LogScales), OpacityLogits: slices.Clone(e.g.OpacityLogits)}, nil
 }
 
+// ShapesInto copies the shapes into dst's arrays (engine.Reader).
+func (e *Engine) ShapesInto(dst *engine.Shapes) error {
+	dst.LogScales = append(dst.LogScales[:0], e.g.LogScales...)
+	dst.OpacityLogits = append(dst.OpacityLogits[:0], e.g.OpacityLogits...)
+	return nil
+}
+
 // Stats returns a copy of the densification statistics.
 func (e *Engine) Stats() (engine.Stats, error) {
-	return engine.Stats{
-		GradAccum: append([]float32(nil), e.stats.GradAccum...),
-		Count:     append([]int32(nil), e.stats.Count...),
-		MaxRadius: append([]float32(nil), e.stats.MaxRadius...),
-	}, nil
+	var st engine.Stats
+	return st, e.StatsInto(&st)
+}
+
+// StatsInto copies the densification statistics into dst's arrays (engine.Reader).
+func (e *Engine) StatsInto(dst *engine.Stats) error {
+	dst.GradAccum = append(dst.GradAccum[:0], e.stats.GradAccum...)
+	dst.Count = append(dst.Count[:0], e.stats.Count...)
+	dst.MaxRadius = append(dst.MaxRadius[:0], e.stats.MaxRadius...)
+	return nil
 }
 
 // ResetStats zeroes the statistics.
