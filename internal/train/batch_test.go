@@ -2,7 +2,6 @@ package train
 
 import (
 	"context"
-	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -114,13 +113,5 @@ func TestBatchResumeIsExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	want, _ := a.eng.Gaussians()
-	b := newTrainer(t, ds, opts(t.TempDir()))
-	if err := b.Resume(filepath.Join(dirA, "checkpoints", "step-00025.ckpt")); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Run(context.Background(), nil); err != nil {
-		t.Fatal(err)
-	}
-	got, _ := b.eng.Gaussians()
-	equalGaussians(t, got, want)
+	equalGaussians(t, resumedRun(t, ds, opts(t.TempDir()), dirA), want)
 }

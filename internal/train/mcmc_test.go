@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
-	"path/filepath"
 	"testing"
 
 	"github.com/rlxsplat/rlxsplat/internal/engine"
@@ -207,16 +206,7 @@ func TestMCMCResumeIsExact(t *testing.T) {
 	if want.Len() != n0+n0/5 {
 		t.Fatalf("%d Gaussians at the end, want the cap %d", want.Len(), n0+n0/5)
 	}
-	dirB := t.TempDir()
-	b := newTrainer(t, ds, mcmcOptions(dirB, n0+n0/5))
-	if err := b.Resume(filepath.Join(dirA, "checkpoints", "step-00025.ckpt")); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Run(context.Background(), nil); err != nil {
-		t.Fatal(err)
-	}
-	got, _ := b.eng.Gaussians()
-	equalGaussians(t, got, want)
+	equalGaussians(t, resumedRun(t, ds, mcmcOptions(t.TempDir(), n0+n0/5), dirA), want)
 }
 
 // A short MCMC run on the demo scene raises the test PSNR well above its start.

@@ -93,18 +93,7 @@ func TestResumeIsExact(t *testing.T) {
 	}
 
 	dirB := t.TempDir()
-	b := newTrainer(t, ds, testOptions(dirB))
-	if err := b.Resume(filepath.Join(dirA, "checkpoints", "step-00025.ckpt")); err != nil {
-		t.Fatal(err)
-	}
-	if b.Step() != 25 {
-		t.Fatalf("resumed at step %d, want 25", b.Step())
-	}
-	if err := b.Run(context.Background(), nil); err != nil {
-		t.Fatal(err)
-	}
-	got, _ := b.eng.Gaussians()
-	equalGaussians(t, got, want)
+	equalGaussians(t, resumedRun(t, ds, testOptions(dirB), dirA), want)
 
 	// The final PLY is what the engine holds.
 	g, info, err := ply.ReadFile(filepath.Join(dirB, "point_cloud.ply"))
@@ -120,6 +109,27 @@ func TestResumeIsExact(t *testing.T) {
 			t.Errorf("missing output: %v", err)
 		}
 	}
+}
+
+// resumedRun resumes a trainer with opt from the step-25 checkpoint of the run in dirA, runs
+// it to its end and returns its Gaussians.
+func resumedRun(t *testing.T, ds *dataset.Dataset, opt Options, dirA string) *splat.Gaussians {
+	t.Helper()
+	b := newTrainer(t, ds, opt)
+	if err := b.Resume(filepath.Join(dirA, "checkpoints", "step-00025.ckpt")); err != nil {
+		t.Fatal(err)
+	}
+	if b.Step() != 25 {
+		t.Fatalf("resumed at step %d, want 25", b.Step())
+	}
+	if err := b.Run(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.eng.Gaussians()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 func smallInitLen(t *testing.T, ds *dataset.Dataset) int {
