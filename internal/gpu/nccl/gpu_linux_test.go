@@ -280,15 +280,7 @@ func TestAllGPUsPerDeviceThread(t *testing.T) {
 	lib := openNCCL(t)
 	devs := multi(t)
 	n := len(devs)
-	ords := make([]int, n)
-	for i := range ords {
-		ords[i] = i
-	}
-	comms, err := lib.InitAll(ords)
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeComms(t, comms)
+	comms := initAll(t, lib, n)
 	sums := perRank(t, devs)
 	maxes := make([]driver.Buffer, n)
 	bcast := make([]driver.Buffer, n)
@@ -301,7 +293,7 @@ func TestAllGPUsPerDeviceThread(t *testing.T) {
 		bcast[r] = upload(t, d, x)
 	}
 	root := n - 1
-	err = eachRank(n, func(r int) error {
+	err := eachRank(n, func(r int) error {
 		c := comms[r]
 		if c.Rank() != r || c.Size() != n || c.Device() != r {
 			return fmt.Errorf("rank %d of %d on device %d", c.Rank(), c.Size(), c.Device())
@@ -332,15 +324,7 @@ func TestAllGPUsOneGroup(t *testing.T) {
 	lib := openNCCL(t)
 	devs := multi(t)
 	n := len(devs)
-	ords := make([]int, n)
-	for i := range ords {
-		ords[i] = i
-	}
-	comms, err := lib.InitAll(ords)
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeComms(t, comms)
+	comms := initAll(t, lib, n)
 	bufs := perRank(t, devs)
 	// Each device's stream and pointer, taken on its owner thread, which also waits until the
 	// uploads queued before have reached the stream.
@@ -354,7 +338,7 @@ func TestAllGPUsOneGroup(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	err = lib.Group(func() error {
+	err := lib.Group(func() error {
 		for r, c := range comms {
 			if err := c.AllReduce(ptrs[r], ptrs[r], count, nccl.Float32, nccl.Sum, streams[r]); err != nil {
 				return err
@@ -408,4 +392,19 @@ func TestAllGPUsInitRank(t *testing.T) {
 	for r, d := range devs {
 		checkValues(t, fmt.Sprintf("rank %d sum", r), download(t, d, bufs[r]), wantSum(n))
 	}
+}
+
+// initAll makes communicators for devices 0..n-1 (closed when the test ends).
+func initAll(t *testing.T, lib *nccl.Lib, n int) []*nccl.Comm {
+	t.Helper()
+	ords := make([]int, n)
+	for i := range ords {
+		ords[i] = i
+	}
+	comms, err := lib.InitAll(ords)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeComms(t, comms)
+	return comms
 }
