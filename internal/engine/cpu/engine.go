@@ -75,7 +75,7 @@ func (e *Engine) StepBatch(vs []*engine.View, o engine.StepOptions) (engine.Step
 	workers := max(e.set.Workers, 1)
 	var res engine.StepResult
 	res.Timings = map[string]time.Duration{}
-	grads := p.Grads
+	var grads *splat.Gaussians // the step's gradients: the one view's, or the batch's sum
 	var seen []bool
 	for j, v := range vs {
 		if err := p.Forward(&v.Camera, e.g, o.SHDegree, o.Background); err != nil {
