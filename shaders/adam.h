@@ -1,6 +1,5 @@
-// adam.h — the Adam element update and its per-group settings, shared by adam.cu's
-// adam_step and project_bwd.cu's project_bwd_adam (internal/adam's stepGroup is the CPU twin,
-// with the same float32 element arithmetic).
+// adam.h — the Adam element update and its per-group settings, for adam.cu's adam_step
+// (internal/adam's stepGroup is the CPU twin, with the same float32 element arithmetic).
 #pragma once
 
 // |g| < 2⁶⁴ has a finite float32 square (internal/adam's gradLimit).

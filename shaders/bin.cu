@@ -25,8 +25,9 @@
 // bin_compact: one thread per splat; flags scanned: a valid splat i writes the depth sort's
 //   input at its place flags[i] among the visible ones, in splat-id order (so that the stable
 //   sort leaves equal depths in id order): dkeys = the depth's bits (the CPU's key bits),
-//   order = i. The sort then covers the V = flags[n] visible splats alone.
-//   depth [n] f32; dkeys [n] u32, order [n] u32
+//   order = i. The sort then covers the V = flags[n] visible splats alone. vis = i as well:
+//   the visible splats in id order, which the sort leaves alone, for project_bwd.
+//   depth [n] f32; dkeys [n] u32, order [n] u32, vis [n] u32
 // bin_rank: one thread per rank r ≤ n over the depth-sorted order: ranked[r] = counts[order[r]]
 //   and rankOf[order[r]] = r for r < V, ranked[r] = 0 from V to n (so that the exclusive scan of
 //   ranked ends with the total). After the scan ranked[r] is where the r-th nearest splat's entries start.
@@ -202,6 +203,7 @@ DEVICE void bin_compact_body(Thr th, bin_compact_args a)
     u32 at = a.flags[i];
     a.dkeys[at] = f32_bits(a.depth[i]);
     a.order[at] = i;
+    a.vis[at] = i;
 }
 
 DEVICE void bin_rank_body(Thr th, bin_rank_args a)

@@ -336,9 +336,11 @@ DEVICE void project_body(Thr th, project_args a)
         load_geom(cam, a.params, n, i, sigmaScale, g);
         if (g.finite && !(g.p[2] < cam.nearZ)) {
             a.depth[i] = g.p[2];
-            if (sh_color(cam, a.params + OFF_SH(n) + i * SH_STRIDE, g.mean, a.color + i * 3)) {
-                ok = cam.model == MODEL_RAY ? project_ray(cam, g, i, o) : project_ewa(cam, g, i, o);
-            }
+            // The footprint before the colour: the 48 SH values are read for the splats on the
+            // image alone. A splat is valid when both succeed, in either order; the entries of
+            // an invalid one are never read.
+            ok = cam.model == MODEL_RAY ? project_ray(cam, g, i, o) : project_ewa(cam, g, i, o);
+            if (ok) ok = sh_color(cam, a.params + OFF_SH(n) + i * SH_STRIDE, g.mean, a.color + i * 3);
         }
         a.valid[i] = ok ? 1u : 0u;
     }

@@ -3,12 +3,14 @@
 // (or the ray model's A and u), the opacity sigmoid and the quaternion normalisation
 // (internal/prep/project_bwd.go is the CPU twin), plus the densification statistics.
 //
-// project_bwd: one thread per splat, i = bid·bdim + tid over a 1-D grid of blocks of SH_BLOCK
-//   (128) threads (at most SH_BLOCK: the shared rows); nothing runs when readout[RO_ABORT] is set.
+// project_bwd: one thread per visible splat, vis[t] for t < readout[RO_VISIBLE] (bin_compact's
+//   list, id order), over a 1-D grid of blocks of SH_BLOCK (128) threads that covers n (at most
+//   SH_BLOCK: the shared rows); thread t also clears splat t's words when splat t is out of view.
+//   Nothing runs when readout[RO_ABORT] is set.
 //   The SH coefficients and their gradients go through shared memory with coalesced loads and
 //   stores (below): the block stages its splats' 48 coefficients, each thread replaces its row
 //   by the gradients, and the block writes the rows back; every thread of the block reaches
-//   both barriers, splats past n and invalid ones included.
+//   both barriers.
 //   cam Cam by value; params [59n] f32 packed; valid [n] u32, radius [n] f32 (project)
 //   gColor [n,3], gOpacity [n]; EWA gMean2d [n,2], gConic [n,3]; ray gRayU [n,3], gRayA [n,9]
 //   grads [59n] f32 packed: every element of a valid splat written once. An invalid splat's
@@ -27,47 +29,19 @@
 #include "common.h"
 #include "geom.h"
 #include "readout.h"
-#include "adam.h"
 #include "entries/project_bwd.h"
 
 // SH staging. A splat's 48 SH floats are 192 bytes apart from the next splat's, so a warp whose
 // threads each read or write their own splat's coefficients touches 32 cache lines per
-// instruction. project_bwd instead moves the SH range of its block's splats between global and
-// shared memory cooperatively, thread t taking elements t, t+bdim, … of the range (consecutive
-// addresses across a warp: coalesced), and each thread then uses its own row of the shared
-// array (the block-shared sSh, spec). Blocks have at most SH_BLOCK threads (abi.h; 24.5 KB of
+// instruction. project_bwd instead moves the SH rows of its block's splats between global and
+// shared memory cooperatively, thread t taking elements t, t+bdim, … of the rows laid end to
+// end (consecutive addresses across a warp, within one or two rows), and each thread then uses
+// its own row of the shared array (the block-shared sSh, spec). Blocks have at most SH_BLOCK threads (abi.h; 24.5 KB of
 // rows); a row is padded to SH_SROW = 49 floats, an odd stride, so that the threads' accesses
 // to their rows hit 32 different banks.
 // (project, which reads the coefficients of the visible splats alone, stays with direct loads:
 // staging every splat's made it slower on real views, where most splats are culled.)
 #define SH_SROW 49
-
-// sh_stage_in copies the 48 SH floats of each of the cnt splats whose SH start at src into the
-// rows of s, skipping the splats valid marks invalid (no gradient of theirs is written). Every
-// thread of the block takes part; a BARRIER() must follow before the rows are read.
-DEVICE void sh_stage_in(Thr th, const GPTR float* src, const GPTR u32* valid, u32 cnt, SPTR float* s)
-{
-    u32 total = cnt * SH_STRIDE;
-    for (u32 e = th.tid; e < total; e += th.bdim) {
-        u32 j = e / SH_STRIDE, r = e - j * SH_STRIDE;
-        if (valid[j]) s[j * SH_SROW + r] = src[e];
-    }
-}
-
-// sh_stage_out writes the rows of s of the cnt splats valid marks valid to dst (within the
-// contiguous range dst[0, cnt·SH_STRIDE)), adding them to dst's values for the splats add marks
-// (a later view of a batch, the splat's gradients already written). Every thread of the block
-// takes part, after a BARRIER().
-DEVICE void sh_stage_out(Thr th, const SPTR float* s, const GPTR u32* valid, const SPTR u32* add, u32 cnt, GPTR float* dst)
-{
-    u32 total = cnt * SH_STRIDE;
-    for (u32 e = th.tid; e < total; e += th.bdim) {
-        u32 j = e / SH_STRIDE, r = e - j * SH_STRIDE;
-        if (!valid[j]) continue;
-        float x = s[j * SH_SROW + r];
-        dst[e] = add[j] ? dst[e] + x : x;
-    }
-}
 
 // sh_backward replaces the splat's 48 SH coefficients in sh (its row in shared memory) by their
 // gradients (zero above the degree and for clamped channels) and returns dL/dμ through the view
@@ -298,20 +272,8 @@ DEVICE float ray_backward(const Cam& cam, const GPTR float* params, u32 n, u32 i
     return sqrtd(nx * nx + ny * ny);
 }
 
-// stage_rows stages the SH rows of the block's splats (the valid ones) into sSh, with the
-// barrier after; it sets first, the block's first splat, and returns how many of its splats
-// exist. Every thread of the block calls it.
-DEVICE u32 stage_rows(Thr th, const GPTR float* params, const GPTR u32* valid, u32 n, u32& first, SPTR float* sSh)
-{
-    first = th.bid * th.bdim;
-    u32 cnt = first < n ? (n - first < th.bdim ? n - first : th.bdim) : 0u;
-    sh_stage_in(th, params + OFF_SH(n) + first * SH_STRIDE, valid + first, cnt, sSh);
-    BARRIER();
-    return cnt;
-}
-
 // pg_zero says the splat's prepared-data gradients are all zero (no pixel's loss reached it):
-// every parameter gradient is then zero too, and project_bwd_adam skips the backward.
+// every parameter gradient is then zero too, and project_bwd skips the backward.
 DEVICE bool pg_zero(const Cam& cam, const PG& pg, u32 i)
 {
     bool z = pg.color[i * 3] == 0.0f && pg.color[i * 3 + 1] == 0.0f && pg.color[i * 3 + 2] == 0.0f && pg.opacity[i] == 0.0f;
@@ -338,34 +300,75 @@ DEVICE void stats(u32 i, float stat, u32 accumulate, const GPTR float* radius, G
     }
 }
 
+// sh_stage_list_in copies the 48 SH floats of the cnt splats list names (list[j], j < cnt) into
+// the rows of s. Every thread of the block takes part; a BARRIER() must follow before the rows
+// are read.
+DEVICE void sh_stage_list_in(Thr th, const GPTR float* sh, const GPTR u32* list, u32 cnt, SPTR float* s)
+{
+    u32 total = cnt * SH_STRIDE;
+    for (u32 e = th.tid; e < total; e += th.bdim) {
+        u32 j = e / SH_STRIDE, r = e - j * SH_STRIDE;
+        s[j * SH_SROW + r] = sh[list[j] * SH_STRIDE + r];
+    }
+}
+
+// sh_stage_list_out writes the rows of s of the cnt splats list names to their SH gradients in
+// dst, adding them to dst's values where add marks it (a later view of a batch, the splat's
+// gradients already written). Every thread of the block takes part, after a BARRIER().
+DEVICE void sh_stage_list_out(Thr th, const SPTR float* s, const GPTR u32* list, const SPTR u32* add, u32 cnt, GPTR float* dst)
+{
+    u32 total = cnt * SH_STRIDE;
+    for (u32 e = th.tid; e < total; e += th.bdim) {
+        u32 j = e / SH_STRIDE, r = e - j * SH_STRIDE;
+        u32 at = list[j] * SH_STRIDE + r;
+        float x = s[j * SH_SROW + r];
+        dst[at] = add[j] ? dst[at] + x : x;
+    }
+}
+
+// project_bwd walks the view's visible splats (vis, readout[RO_VISIBLE] of them) rather than
+// every splat: on a trained scene a quarter of the splats are in view, and a thread a splat left
+// three lanes of four idle through the backward's arithmetic (0.28 ms for 0.9M splats, of which
+// the gradients' bytes explain a tenth). Thread t of the grid handles visible splat vis[t] and,
+// apart, splat t's own words when it is out of view (grad2d = 0, and seen = 0 for a step's
+// first view): the two sets of splats are disjoint, so no word is written twice.
 DEVICE void project_bwd_body(Thr th, project_bwd_args a, SPTR float* sSh, SPTR u32* sAdd)
 {
     // readout[RO_ABORT] is the same for every thread: whole blocks leave, before any barrier.
     if (a.readout[RO_ABORT]) return;
     const Cam& cam = a.cam;
-    const GPTR u32* valid = a.valid;
     u32 n = (u32)cam.n;
-    u32 first;
-    u32 cnt = stage_rows(th, a.params, valid, n, first, sSh);
-    u32 i = first + th.tid;
+    u32 first = th.bid * th.bdim;
+    u32 t = first + th.tid;
+    if (t < n && !a.valid[t]) {
+        a.grad2d[t] = 0.0f;
+        if (!a.later) a.seen[t] = 0u;
+    }
+    u32 nv = a.readout[RO_VISIBLE];
+    u32 cnt = first < nv ? (nv - first < th.bdim ? nv - first : th.bdim) : 0u;
+    const GPTR u32* list = a.vis + first;
+    sh_stage_list_in(th, a.params + OFF_SH(n), list, cnt, sSh);
+    BARRIER();
     SPTR float* sh = sSh + th.tid * SH_SROW;
     // Whether the batch's earlier views wrote splat i's gradients (added to below), read before
     // seen[i] is updated; each thread reads and writes its own splat's word only.
     u32 add = 0u;
-    if (i < n) {
+    if (th.tid < cnt) {
+        u32 i = list[th.tid];
         add = a.later ? a.seen[i] : 0u;
-        a.seen[i] = add | (valid[i] != 0u ? 1u : 0u);
-    }
-    sAdd[th.tid] = add;
-    if (i < n && !valid[i]) {
-        a.grad2d[i] = 0.0f;
-    } else if (i < n) {
-        // A valid splat's backward writes (or adds) each of its 59 gradients once (the SH ones
-        // through sh).
+        a.seen[i] = 1u;
+        // A visible splat's backward writes (or adds) each of its 59 gradients once (the SH ones
+        // through sh); one whose prepared-data gradients are all zero has zero gradients.
         PG pg = {a.gColor, a.gOpacity, a.gMean2d, a.gConic, a.gRayU, a.gRayA};
         float g[G_N];
-        float stat = cam.model == MODEL_RAY ? ray_backward(cam, a.params, n, i, pg, sh, g)
-                                            : ewa_backward(cam, a.params, n, i, pg, sh, g);
+        float stat = 0.0f;
+        if (pg_zero(cam, pg, i)) {
+            for (u32 k = 0; k < G_N; k++) g[k] = 0.0f;
+            for (u32 k = 0; k < SH_STRIDE; k++) sh[k] = 0.0f;
+        } else {
+            stat = cam.model == MODEL_RAY ? ray_backward(cam, a.params, n, i, pg, sh, g)
+                                          : ewa_backward(cam, a.params, n, i, pg, sh, g);
+        }
         u32 el[G_N];
         for (u32 k = 0; k < 3u; k++) {
             el[G_MEANS + k] = OFF_MEANS(n) + i * 3u + k;
@@ -376,126 +379,7 @@ DEVICE void project_bwd_body(Thr th, project_bwd_args a, SPTR float* sSh, SPTR u
         for (u32 k = 0; k < G_N; k++) a.grads[el[k]] = add ? a.grads[el[k]] + g[k] : g[k];
         stats(i, stat, a.accumulate, a.radius, a.grad2d, a.statAccum, a.statCount, a.statMaxRadius);
     }
+    sAdd[th.tid] = add;
     BARRIER();
-    sh_stage_out(th, sSh, valid + first, sAdd, cnt, a.grads + OFF_SH(n) + first * SH_STRIDE);
-}
-
-// Row states of project_bwd_adam's sUse: the splat is out of view (Adam takes g = 0, or leaves
-// it alone when visible-only), in view with a zero gradient (g = 0), or in view with its
-// gradients in its shared row.
-#define USE_OUT 0u
-#define USE_ZERO 1u
-#define USE_ROW 2u
-
-// SH elements a thread of project_bwd_adam updates at a time.
-#define SH_UNROLL 4u
-
-// adam_own applies Adam to splat i's own elements [k0, k1) of G_* (gradients g; inView: the
-// splat is in the step's view), loading every parameter and moment first; returns the
-// non-finite count.
-DEVICE u32 adam_own(const project_bwd_adam_args& a, const AdamP& ap, const SPTR float* gtab, u32 n, u32 i, const float* g,
-                    bool inView, u32 k0, u32 k1)
-{
-    float p[G_N], m[G_N], v[G_N];
-    u32 el[G_N], grp[G_N];
-    for (u32 k = k0; k < k1; k++) {
-        grp[k] = k < G_SCALES ? 0u : k < G_QUATS ? 1u : k < G_OPAC ? 2u : 3u;
-        el[k] = grp[k] == 0u   ? OFF_MEANS(n) + i * 3u + k
-                : grp[k] == 1u ? OFF_SCALES(n) + i * 3u + (k - G_SCALES)
-                : grp[k] == 2u ? OFF_QUATS(n) + i * 4u + (k - G_QUATS)
-                               : OFF_OPAC(n) + i;
-        p[k] = a.params[el[k]];
-        m[k] = a.m[el[k]];
-        v[k] = a.v[el[k]];
-    }
-    u32 bad = 0;
-    for (u32 k = k0; k < k1; k++) {
-        bad += adam_group_update(ap, gtab, grp[k], adam_grad(ap, grp[k], g[k], p[k], inView), p[k], m[k], v[k]);
-        a.params[el[k]] = p[k];
-        a.m[el[k]] = m[k];
-        a.v[el[k]] = v[k];
-    }
-    return bad;
-}
-
-// project_bwd_adam is project_bwd followed by adam_step on the same splats, with the
-// gradients kept in registers and shared memory instead of the grads buffer: per splat in view
-// it saves writing 59 gradients and reading them back (about an eighth of the two kernels'
-// bytes with half the splats in view), and splats in view whose prepared-data gradients are
-// all zero skip the backward. Each element's arithmetic is the two kernels' own, so the parameters and moments
-// are theirs to the bit (a parity row checks it).
-DEVICE void project_bwd_adam_body(Thr th, project_bwd_adam_args a, SPTR float* sSh, SPTR float* gtab, SPTR u32* sUse)
-{
-    if (a.readout[RO_ABORT]) return;
-    const Cam& cam = a.cam;
-    const AdamP& ap = a.ap;
-    const GPTR u32* valid = a.valid;
-    adam_groups(th, ap, gtab);
-    u32 n = (u32)cam.n;
-    u32 first;
-    u32 cnt = stage_rows(th, a.params, valid, n, first, sSh);
-    u32 i = first + th.tid;
-    SPTR float* sh = sSh + th.tid * SH_SROW;
-    float g[G_N];
-    for (u32 k = 0; k < G_N; k++) g[k] = 0.0f;
-    u32 use = USE_OUT;
-    if (i < n && !valid[i]) {
-        a.grad2d[i] = 0.0f;
-    } else if (i < n) {
-        PG pg = {a.gColor, a.gOpacity, a.gMean2d, a.gConic, a.gRayU, a.gRayA};
-        float stat = 0.0f;
-        use = USE_ZERO;
-        if (!pg_zero(cam, pg, i)) {
-            use = USE_ROW;
-            stat = cam.model == MODEL_RAY ? ray_backward(cam, a.params, n, i, pg, sh, g)
-                                          : ewa_backward(cam, a.params, n, i, pg, sh, g);
-        }
-        stats(i, stat, a.accumulate, a.radius, a.grad2d, a.statAccum, a.statCount, a.statMaxRadius);
-    }
-    sUse[th.tid] = use;
-    // Adam on the splat's own 11 elements (means, log-scales, quats, opacity: groups 0–3), in
-    // two batches whose loads are all issued before any store: the compiler cannot tell the
-    // parameters from the moments, so element by element each load would wait for the store
-    // before it, and with project_bwd's few threads an SM the latencies would add up.
-    u32 bad = 0;
-    if (i < n && (use != USE_OUT || !ap.visibleOnly)) {
-        bad += adam_own(a, ap, gtab, n, i, g, use != USE_OUT, 0u, G_QUATS);
-        bad += adam_own(a, ap, gtab, n, i, g, use != USE_OUT, G_QUATS, G_N);
-    }
-    BARRIER();
-    // Adam on the block's SH range, element by element across the block (coalesced, as
-    // sh_stage_out), SH_UNROLL elements a thread at a time for the same reason: group 4 for a
-    // splat's first 3 values (DC), 5 for the rest.
-    GPTR float* shp = a.params + OFF_SH(n) + first * SH_STRIDE;
-    GPTR float* shm = a.m + OFF_SH(n) + first * SH_STRIDE;
-    GPTR float* shv = a.v + OFF_SH(n) + first * SH_STRIDE;
-    u32 total = cnt * SH_STRIDE;
-    for (u32 e0 = th.tid; e0 < total; e0 += SH_UNROLL * th.bdim) {
-        float p[SH_UNROLL], m[SH_UNROLL], v[SH_UNROLL], gv[SH_UNROLL];
-        u32 grp[SH_UNROLL];
-        bool on[SH_UNROLL];
-        for (u32 q = 0; q < SH_UNROLL; q++) {
-            u32 e = e0 + q * th.bdim;
-            u32 j = e / SH_STRIDE, r = e - j * SH_STRIDE;
-            u32 u = e < total ? sUse[j] : USE_OUT;
-            on[q] = e < total && (u != USE_OUT || !ap.visibleOnly);
-            grp[q] = r < 3u ? 4u : 5u;
-            gv[q] = u == USE_ROW ? sSh[j * SH_SROW + r] : 0.0f;
-            p[q] = m[q] = v[q] = 0.0f;
-            if (on[q]) {
-                p[q] = shp[e];
-                m[q] = shm[e];
-                v[q] = shv[e];
-            }
-        }
-        for (u32 q = 0; q < SH_UNROLL; q++) {
-            if (!on[q]) continue;
-            bad += adam_group_update(ap, gtab, grp[q], gv[q], p[q], m[q], v[q]);
-            u32 e = e0 + q * th.bdim;
-            shp[e] = p[q];
-            shm[e] = m[q];
-            shv[e] = v[q];
-        }
-    }
-    if (bad) atom_add_u32(a.readout + RO_NONFINITE, bad);
+    sh_stage_list_out(th, sSh, list, sAdd, cnt, a.grads + OFF_SH(n));
 }

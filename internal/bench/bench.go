@@ -223,7 +223,7 @@ func Run(ctx context.Context, eng engine.Engine, views []dataset.View, so engine
 	} else if o.Roofline {
 		w := fused.Workload{Gaussians: r.Gaussians, Visible: int(median(visible)), Entries: int(median(entries)),
 			Width: r.Width, Height: r.Height, SHDegree: so.SHDegree, AccumulateStats: so.AccumulateStats,
-			FusedAdam: fe.FusesAdam(), Walk: medianWalk(walks)}
+			Walk: medianWalk(walks)}
 		if r.Roofline, err = measureRoofline(fe, set, w, r.StageMs); err != nil {
 			return nil, err
 		}

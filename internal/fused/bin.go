@@ -42,7 +42,7 @@ func (e *Engine) bin(cam *camera.Camera, shDegree int) error {
 	}
 	if err := e.k.BinCompact(gpu.BlocksFor(uint32(n), 256), gpu.Dim3{256}, abi.BinCompactArgs{
 		Valid: abi.B(e.valid), Depth: abi.B(e.depth), Flags: abi.B(e.visFlags), N: uint32(n), Dkeys: abi.B(e.depthKeys),
-		Order: abi.B(e.order)}); err != nil {
+		Order: abi.B(e.order), Vis: abi.B(e.vis)}); err != nil {
 		return err
 	}
 	order, err := e.radixSort(sortPair{e.depthKeys, e.order}, sortPair{e.depthKeysTmp, e.orderTmp},

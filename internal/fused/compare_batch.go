@@ -31,7 +31,7 @@ func CompareBatch(dev gpu.Device, set engine.Settings, g *splat.Gaussians, vs []
 
 	// Each view alone on the device, its gradients summed in view order (float32, as the
 	// batch sums them), and the union of the views' valid flags.
-	fe.unfusedAdam, fe.gradsOnly = true, true
+	fe.gradsOnly = true
 	one := o
 	one.AccumulateStats = false
 	sum := make([]float32, n*paramFloats)

@@ -61,9 +61,11 @@ type Engine struct {
 	// words; keys, ids and their ping-pong pair), the tile counts in depth order (scanned
 	// into offsets: n+1 words) and each splat's rank in that order.
 	visFlags, depthKeys, order, depthKeysTmp, orderTmp, ranked, rankOf gpu.Buffer
-	hitMask                                                            gpu.Buffer // bin.cu: each small box's tiles hit
-	editSrc                                                            gpu.Buffer // edit.cu: the plan's source splat per new splat
-	adamStep                                                           int64
+	// vis: the visible splats in id order (bin_compact), the threads of project_bwd.
+	vis      gpu.Buffer
+	hitMask  gpu.Buffer // bin.cu: each small box's tiles hit
+	editSrc  gpu.Buffer // edit.cu: the plan's source splat per new splat
+	adamStep int64
 
 	// Tile lists, capacity listCap entries: u32 tile keys and splat ids; sortedKeys/IDs name
 	// the pair that holds the sorted lists after the last sort. hist serves both sorts.
@@ -122,12 +124,7 @@ type Engine struct {
 	capturing bool
 	// timed: the step under way records its stage events (StepOptions.WantTimings).
 	timed bool
-	// unfusedAdam runs project_bwd and adam_step as two kernels, the gradients written to
-	// grads between them, where steps otherwise fuse them (project_bwd_adam): Compare sets it
-	// to check the gradients themselves.
-	unfusedAdam bool
-	// gradsOnly stops steps before the update, their gradients left in grads (CompareBatch,
-	// with unfusedAdam).
+	// gradsOnly stops steps before the update, their gradients left in grads (CompareBatch).
 	gradsOnly bool
 	// reduce, when set, makes steps ranks' shares of a data-parallel step (SetReduce);
 	// batchViews is the whole batch's size during StepPart.
@@ -380,7 +377,7 @@ func (e *Engine) growSplats(n int) error {
 		{&e.boundCenter, 2}, {&e.boundQ, 3}, {&e.rect, 4}, {&e.radius, 1}, {&e.pg, pgFloats},
 		{&e.grad2d, 1}, {&e.bigList, 1}, {&e.bigOff, 1}, {&e.statAccum, 1}, {&e.statCount, 1}, {&e.statMaxRadius, 1},
 		{&e.depthKeys, 1}, {&e.order, 1}, {&e.depthKeysTmp, 1}, {&e.orderTmp, 1}, {&e.rankOf, 1},
-		{&e.hitMask, 1},
+		{&e.hitMask, 1}, {&e.vis, 1},
 	}
 	if e.set.Render == prep.Ray {
 		bufs = append(bufs, struct {
@@ -856,7 +853,7 @@ func (e *Engine) release() error {
 		e.statCount, e.statMaxRadius, e.counts, e.visFlags, e.depthKeys, e.order, e.depthKeysTmp, e.orderTmp, e.ranked, e.rankOf, e.hitMask, e.keys, e.ids, e.keysTmp, e.idsTmp, e.hist, e.tileOffsets, e.tileOrder, e.segCont, e.segItems, e.segState, e.segCount,
 		e.tileWalk, e.chunkStart, e.chunkTile, e.chunkState,
 		e.image, e.finalT, e.count, e.dImage, e.rays, e.dmap, e.partAbs, e.partSq, e.partSSIM,
-		e.readouts[0], e.readouts[1], e.dummy}
+		e.readouts[0], e.readouts[1], e.dummy, e.vis, e.seen, e.gradsSum, e.seenSum}
 	bufs = append(bufs, e.scanSums...)
 	for _, b := range bufs {
 		if b != nil {

@@ -81,6 +81,18 @@ func (e *Engine) uploadProjected(pr *prep.Projected) error {
 	if err := gpu.UploadU32(e.dev, e.valid, valid); err != nil {
 		return fmt.Errorf("fused: upload projection: %w", err)
 	}
+	// bin_compact's list of the visible splats, which project_bwd walks.
+	vis := make([]uint32, 0, len(valid))
+	for i, ok := range pr.Valid {
+		if ok {
+			vis = append(vis, uint32(i))
+		}
+	}
+	if len(vis) > 0 {
+		if err := gpu.UploadU32(e.dev, e.vis, vis); err != nil {
+			return fmt.Errorf("fused: upload projection: %w", err)
+		}
+	}
 	fields := []struct {
 		dst gpu.Buffer
 		src []float32

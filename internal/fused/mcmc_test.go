@@ -56,7 +56,6 @@ func checkMCMCHooks(t *testing.T, dev gpu.Device, g *splat.Gaussians, v *engine.
 			t.Fatal(err)
 		}
 		defer fe.Close()
-		fe.unfusedAdam = true // the plain step's gradients too must reach grads, to be compared
 		o := base
 		o.MCMC = m
 		if _, err := fe.Step(v, o); err != nil {

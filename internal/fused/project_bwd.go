@@ -26,20 +26,6 @@ func (e *Engine) projectBwd(cam *camera.Camera, shDegree int, accumulate, later 
 		Valid: abi.B(e.valid), Radius: abi.B(e.radius), GColor: e.pgAt(pgColor), GOpacity: e.pgAt(pgOpacity),
 		GMean2d: e.pgAt(pgMean2D), GConic: e.pgAt(pgConic), GRayU: e.pgAt(pgRayU), GRayA: e.pgAt(pgRayA),
 		Grads: abi.B(e.grads), Grad2d: abi.B(e.grad2d), Accumulate: acc, StatAccum: abi.B(e.statAccum),
-		StatCount: abi.B(e.statCount), StatMaxRadius: abi.B(e.statMaxRadius), Later: lat, Seen: abi.B(e.seen)})
-}
-
-// projectBwdAdam launches project_bwd.cu's project_bwd_adam: project_bwd and adam_step in one
-// pass, the gradients never written to grads.
-func (e *Engine) projectBwdAdam(cam *camera.Camera, shDegree int, accumulate bool, ap abi.AdamP) error {
-	acc := uint32(0)
-	if accumulate {
-		acc = 1
-	}
-	return e.k.ProjectBwdAdam(gpu.BlocksFor(uint32(e.n), shBlock), gpu.Dim3{shBlock}, abi.ProjectBwdAdamArgs{
-		Cam: camArgs(cam, &e.set, shDegree, e.n), Ap: ap, Readout: e.ro, Params: abi.B(e.params),
-		M: abi.B(e.adamM), V: abi.B(e.adamV), Valid: abi.B(e.valid), Radius: abi.B(e.radius), GColor: e.pgAt(pgColor),
-		GOpacity: e.pgAt(pgOpacity), GMean2d: e.pgAt(pgMean2D), GConic: e.pgAt(pgConic), GRayU: e.pgAt(pgRayU),
-		GRayA: e.pgAt(pgRayA), Grad2d: abi.B(e.grad2d), Accumulate: acc, StatAccum: abi.B(e.statAccum),
-		StatCount: abi.B(e.statCount), StatMaxRadius: abi.B(e.statMaxRadius)})
+		StatCount: abi.B(e.statCount), StatMaxRadius: abi.B(e.statMaxRadius), Later: lat, Seen: abi.B(e.seen),
+		Vis: abi.B(e.vis)})
 }

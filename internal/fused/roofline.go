@@ -43,10 +43,6 @@ type Workload struct {
 	SSIM            bool // the loss has an SSIM term
 	AccumulateStats bool // project_bwd updates the densification statistics
 	AdamVisibleOnly bool // Adam updates only the visible splats
-	// FusedAdam: project_bwd and Adam run as one kernel (project_bwd_adam), the gradients
-	// never stored: the project_bwd stage has both's costs less the gradients' round trip,
-	// the adam stage none.
-	FusedAdam bool
 
 	// Walk is how far the rasterizer had to walk the lists (Engine.RasterWalk). The zero
 	// value means not measured: the model then takes every entry, every pixel of its tile
@@ -185,7 +181,8 @@ func shBwdFlops(deg int) int64 {
 //	            the chunk numbering it makes from the walks is its own scratch); writes each
 //	            splat's prepared-data gradient once (9 EWA / 16 ray).
 //	            Work: the same pairs' exponent (the hits' gradient terms are not counted).
-//	project_bwd reads N valid flags, V·(11 + 3K) parameters and V prepared-data gradients;
+//	project_bwd reads N valid flags, the V-entry list of the visible splats, V·(11 + 3K)
+//	            parameters and V prepared-data gradients;
 //	            writes the 59·V gradients of the visible splats (an invalid splat's are zero
 //	            and not stored) and V 2D-gradient norms; with statistics, reads the radius and
 //	            reads and writes 3 words of statistics per visible splat more.
@@ -193,8 +190,6 @@ func shBwdFlops(deg int) int64 {
 //	adam        reads the N valid flags and the 59·V gradients; per element of 59·N (59·V with
 //	            visible-only updates) reads parameter, m and v and writes them back, 24
 //	            bytes; work 13.
-//	With FusedAdam the two are one kernel: project_bwd has both costs but the 59·V gradients
-//	written and read back, adam none.
 func MinimalCosts(w Workload) ([]StageCost, error) {
 	if w.Gaussians < 0 || w.Visible < 0 || w.Visible > w.Gaussians || w.Entries < 0 || w.Width < 1 || w.Height < 1 ||
 		w.TileSize < 1 || w.SHDegree < 0 || w.SHDegree > splat.MaxSHDegree ||
@@ -239,7 +234,7 @@ func MinimalCosts(w Workload) ([]StageCost, error) {
 	if w.SSIM {
 		lossFlops += px * flopsLossSSIM
 	}
-	projBwdWords := n + v*(geomWords+3*k+staged) + v*paramFloats + v
+	projBwdWords := n + v + v*(geomWords+3*k+staged) + v*paramFloats + v
 	if w.AccumulateStats {
 		projBwdWords += v * (1 + 2*statWords) // radius, and the statistics read and written
 	}
@@ -250,11 +245,6 @@ func MinimalCosts(w Workload) ([]StageCost, error) {
 	adamWords := n + v*paramFloats // the flags, and the visible splats' gradients
 	projBwd := StageCost{engine.StageProjectBwd, word * projBwdWords, v * (projBwdFlops + shBwdFlops(w.SHDegree))}
 	adam := StageCost{engine.StageAdam, word * (adamWords + updated*paramFloats*6), updated * paramFloats * flopsAdam}
-	if w.FusedAdam {
-		projBwd.Bytes += adam.Bytes - word*2*v*paramFloats // no gradient written or read back
-		projBwd.Flops += adam.Flops
-		adam.Bytes, adam.Flops = 0, 0
-	}
 	return []StageCost{
 		{engine.StageProject, word * (n*geomWords + v*3*k + n + v*(footprintWords+projectOut(w.Ray))),
 			n*flopsCull + v*(projFlops+shFlops(w.SHDegree))},

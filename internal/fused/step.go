@@ -44,10 +44,9 @@ func (e *Engine) enqueueStep(q, prev *inflight) (*pass, error) {
 	return e.stepWork(q, prev)
 }
 
-// stepWork enqueues q's views from q.start on, each forward and backward, then the update. One
-// view runs project_bwd_adam (unless unfusedAdam) and records every stage event; a batch sums
-// its views' gradients in grads (project_bwd, seen marking the splats written) and runs
-// adam_step on their mean, recording events 0 and 8 only.
+// stepWork enqueues q's views from q.start on, each forward and backward, then the update: the
+// views' gradients summed in grads (project_bwd, seen marking the splats written) and adam_step
+// on their mean. One view records every stage event; a batch records events 0 and 8 only.
 func (e *Engine) stepWork(q, prev *inflight) (*pass, error) {
 	// A data-parallel step (SetReduce) takes the batch path whatever its views: the
 	// reduction goes between the gradients and the update.
@@ -74,7 +73,7 @@ func (e *Engine) stepWork(q, prev *inflight) (*pass, error) {
 		if p, err = e.forward(&q.views[j], q.o.SHDegree, q.o.Background); err != nil {
 			return nil, err
 		}
-		if err := e.viewBackward(p, q.tgts[j], q.o, q.ap, j > 0, !batch && e.FusesAdam()); err != nil {
+		if err := e.viewBackward(p, q.tgts[j], q.o, j > 0); err != nil {
 			return nil, err
 		}
 	}
@@ -96,10 +95,7 @@ func (e *Engine) stepWork(q, prev *inflight) (*pass, error) {
 			return nil, fmt.Errorf("fused: reducing the gradients across the ranks: %w", err)
 		}
 	}
-	if !batch && e.FusesAdam() {
-		return p, e.update(q.o, q.ap, false)
-	}
-	if err := e.update(q.o, q.ap, true); err != nil {
+	if err := e.update(q.o, q.ap); err != nil {
 		return nil, err
 	}
 	if batch {
@@ -658,9 +654,8 @@ func (e *Engine) forward(cam *camera.Camera, shDegree int, bg [3]float32) (*pass
 }
 
 // viewBackward enqueues a view's loss and both backward passes, recording events 5..7: the
-// parameter backward fused with Adam (project_bwd_adam) when fuse, else project_bwd into
-// grads, summed with the batch's earlier views' when later.
-func (e *Engine) viewBackward(p *pass, target gpu.Buffer, o engine.StepOptions, ap abi.AdamP, later, fuse bool) error {
+// parameter gradients into grads, summed with the batch's earlier views' when later.
+func (e *Engine) viewBackward(p *pass, target gpu.Buffer, o engine.StepOptions, later bool) error {
 	cam := p.cam
 	if err := e.loss(target, cam.Width, cam.Height); err != nil {
 		return err
@@ -674,38 +669,26 @@ func (e *Engine) viewBackward(p *pass, target gpu.Buffer, o engine.StepOptions, 
 	if err := e.record(6); err != nil {
 		return err
 	}
-	if fuse {
-		if err := e.projectBwdAdam(cam, o.SHDegree, o.AccumulateStats, ap); err != nil {
-			return err
-		}
-	} else if err := e.projectBwd(cam, o.SHDegree, o.AccumulateStats, later); err != nil {
+	if err := e.projectBwd(cam, o.SHDegree, o.AccumulateStats, later); err != nil {
 		return err
 	}
 	return e.record(7)
 }
 
-// update enqueues Adam over the summed gradients when adam (project_bwd_adam has done it
-// otherwise) and the MCMC noise, recording event 8.
-func (e *Engine) update(o engine.StepOptions, ap abi.AdamP, adam bool) error {
-	if adam {
-		grads, seen := e.grads, e.seen
-		if e.reduce != nil {
-			grads, seen = e.gradsSum, e.seenSum
-		}
-		if err := e.adam(ap, grads, seen); err != nil {
-			return err
-		}
+// update enqueues Adam over the summed gradients and the MCMC noise, recording event 8.
+func (e *Engine) update(o engine.StepOptions, ap abi.AdamP) error {
+	grads, seen := e.grads, e.seen
+	if e.reduce != nil {
+		grads, seen = e.gradsSum, e.seenSum
+	}
+	if err := e.adam(ap, grads, seen); err != nil {
+		return err
 	}
 	if err := e.mcmcNoise(o.MCMC); err != nil {
 		return err
 	}
 	return e.record(8)
 }
-
-// FusesAdam says whether steps run the parameter backward and Adam as one kernel,
-// project_bwd_adam (its time is then the project_bwd stage's, and the adam stage's is nil):
-// they do unless Compare or a test asked for the gradients in grads (unfusedAdam).
-func (e *Engine) FusesAdam() bool { return !e.unfusedAdam }
 
 // timings reads the stage times between the recorded events (after the readout, so the
 // events have completed); cpu-conic's host stages are wall times.

@@ -45,6 +45,7 @@ struct bin_compact_args {
     u32 n;
     GPTR u32* dkeys;
     GPTR u32* order;
+    GPTR u32* vis;
 };
 
 struct bin_rank_args {
@@ -118,10 +119,10 @@ extern "C" __global__ void bin_count_big(Cam cam, const GPTR float* boundCenter,
     bin_count_big_body(th, a);
 }
 
-extern "C" __global__ void bin_compact(const GPTR u32* valid, const GPTR float* depth, const GPTR u32* flags, u32 n, GPTR u32* dkeys, GPTR u32* order)
+extern "C" __global__ void bin_compact(const GPTR u32* valid, const GPTR float* depth, const GPTR u32* flags, u32 n, GPTR u32* dkeys, GPTR u32* order, GPTR u32* vis)
 {
     const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
-    const bin_compact_args a = {valid, depth, flags, n, dkeys, order};
+    const bin_compact_args a = {valid, depth, flags, n, dkeys, order, vis};
     bin_compact_body(th, a);
 }
 
@@ -211,6 +212,7 @@ kernel void bin_compact(device const u32* valid [[buffer(0)]],
     constant u32& n [[buffer(3)]],
     device u32* dkeys [[buffer(4)]],
     device u32* order [[buffer(5)]],
+    device u32* vis [[buffer(6)]],
     uint rlx_tid [[thread_position_in_threadgroup]],
     uint rlx_bid [[threadgroup_position_in_grid]],
     uint rlx_bdim [[threads_per_threadgroup]],
@@ -219,7 +221,7 @@ kernel void bin_compact(device const u32* valid [[buffer(0)]],
     uint rlx_warp [[simdgroup_index_in_threadgroup]])
 {
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
-    const bin_compact_args a = {valid, depth, flags, n, dkeys, order};
+    const bin_compact_args a = {valid, depth, flags, n, dkeys, order, vis};
     bin_compact_body(th, a);
 }
 
@@ -326,7 +328,7 @@ extern "C" void emu_launch_bin_count_big(const u32* dims, void** args)
 
 extern "C" void emu_launch_bin_compact(const u32* dims, void** args)
 {
-    const bin_compact_args a = {*(const GPTR u32* const*)args[0], *(const GPTR float* const*)args[1], *(const GPTR u32* const*)args[2], *(u32 const*)args[3], *(GPTR u32* const*)args[4], *(GPTR u32* const*)args[5]};
+    const bin_compact_args a = {*(const GPTR u32* const*)args[0], *(const GPTR float* const*)args[1], *(const GPTR u32* const*)args[2], *(u32 const*)args[3], *(GPTR u32* const*)args[4], *(GPTR u32* const*)args[5], *(GPTR u32* const*)args[6]};
     emu::launch_body(dims, [&](Thr th) {
         bin_compact_body(th, a);
     });

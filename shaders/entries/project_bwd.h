@@ -26,52 +26,20 @@ struct project_bwd_args {
     GPTR float* statMaxRadius;
     u32 later;
     GPTR u32* seen;
-};
-
-struct project_bwd_adam_args {
-    Cam cam;
-    AdamP ap;
-    GPTR u32* readout;
-    GPTR float* params;
-    GPTR float* m;
-    GPTR float* v;
-    const GPTR u32* valid;
-    const GPTR float* radius;
-    const GPTR float* gColor;
-    const GPTR float* gOpacity;
-    const GPTR float* gMean2d;
-    const GPTR float* gConic;
-    const GPTR float* gRayU;
-    const GPTR float* gRayA;
-    GPTR float* grad2d;
-    u32 accumulate;
-    GPTR float* statAccum;
-    GPTR u32* statCount;
-    GPTR float* statMaxRadius;
+    const GPTR u32* vis;
 };
 
 DEVICE void project_bwd_body(Thr th, project_bwd_args a, SPTR float* sSh, SPTR u32* sAdd);
-DEVICE void project_bwd_adam_body(Thr th, project_bwd_adam_args a, SPTR float* sSh, SPTR float* gtab, SPTR u32* sUse);
 
 #if defined(RLX_BACKEND_CUDA)
 
-extern "C" __global__ void __launch_bounds__(128, 6) project_bwd(Cam cam, const GPTR u32* readout, const GPTR float* params, const GPTR u32* valid, const GPTR float* radius, const GPTR float* gColor, const GPTR float* gOpacity, const GPTR float* gMean2d, const GPTR float* gConic, const GPTR float* gRayU, const GPTR float* gRayA, GPTR float* grads, GPTR float* grad2d, u32 accumulate, GPTR float* statAccum, GPTR u32* statCount, GPTR float* statMaxRadius, u32 later, GPTR u32* seen)
+extern "C" __global__ void __launch_bounds__(128, 6) project_bwd(Cam cam, const GPTR u32* readout, const GPTR float* params, const GPTR u32* valid, const GPTR float* radius, const GPTR float* gColor, const GPTR float* gOpacity, const GPTR float* gMean2d, const GPTR float* gConic, const GPTR float* gRayU, const GPTR float* gRayA, GPTR float* grads, GPTR float* grad2d, u32 accumulate, GPTR float* statAccum, GPTR u32* statCount, GPTR float* statMaxRadius, u32 later, GPTR u32* seen, const GPTR u32* vis)
 {
     __shared__ float sSh[6272];
     __shared__ u32 sAdd[128];
     const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
-    const project_bwd_args a = {cam, readout, params, valid, radius, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA, grads, grad2d, accumulate, statAccum, statCount, statMaxRadius, later, seen};
+    const project_bwd_args a = {cam, readout, params, valid, radius, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA, grads, grad2d, accumulate, statAccum, statCount, statMaxRadius, later, seen, vis};
     project_bwd_body(th, a, sSh, sAdd);
-}
-
-extern "C" __global__ void __launch_bounds__(128, 6) project_bwd_adam(Cam cam, AdamP ap, GPTR u32* readout, GPTR float* params, GPTR float* m, GPTR float* v, const GPTR u32* valid, const GPTR float* radius, const GPTR float* gColor, const GPTR float* gOpacity, const GPTR float* gMean2d, const GPTR float* gConic, const GPTR float* gRayU, const GPTR float* gRayA, GPTR float* grad2d, u32 accumulate, GPTR float* statAccum, GPTR u32* statCount, GPTR float* statMaxRadius)
-{
-    __shared__ float sSh[6272];
-    __shared__ float gtab[18];
-    __shared__ u32 sUse[128];
-    const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
-    const project_bwd_adam_args a = {cam, ap, readout, params, m, v, valid, radius, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA, grad2d, accumulate, statAccum, statCount, statMaxRadius};
-    project_bwd_adam_body(th, a, sSh, gtab, sUse);
 }
 
 #elif defined(RLX_BACKEND_METAL)
@@ -95,6 +63,7 @@ extern "C" __global__ void __launch_bounds__(128, 6) project_bwd_adam(Cam cam, A
     device float* statMaxRadius [[buffer(16)]],
     constant u32& later [[buffer(17)]],
     device u32* seen [[buffer(18)]],
+    device const u32* vis [[buffer(19)]],
     uint rlx_tid [[thread_position_in_threadgroup]],
     uint rlx_bid [[threadgroup_position_in_grid]],
     uint rlx_bdim [[threads_per_threadgroup]],
@@ -105,64 +74,19 @@ extern "C" __global__ void __launch_bounds__(128, 6) project_bwd_adam(Cam cam, A
     SHARED float sSh[6272];
     SHARED u32 sAdd[128];
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
-    const project_bwd_args a = {rlx_copy(cam), readout, params, valid, radius, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA, grads, grad2d, accumulate, statAccum, statCount, statMaxRadius, later, seen};
+    const project_bwd_args a = {rlx_copy(cam), readout, params, valid, radius, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA, grads, grad2d, accumulate, statAccum, statCount, statMaxRadius, later, seen, vis};
     project_bwd_body(th, a, sSh, sAdd);
-}
-
-[[max_total_threads_per_threadgroup(128)]] kernel void project_bwd_adam(constant Cam& cam [[buffer(0)]],
-    constant AdamP& ap [[buffer(1)]],
-    device u32* readout [[buffer(2)]],
-    device float* params [[buffer(3)]],
-    device float* m [[buffer(4)]],
-    device float* v [[buffer(5)]],
-    device const u32* valid [[buffer(6)]],
-    device const float* radius [[buffer(7)]],
-    device const float* gColor [[buffer(8)]],
-    device const float* gOpacity [[buffer(9)]],
-    device const float* gMean2d [[buffer(10)]],
-    device const float* gConic [[buffer(11)]],
-    device const float* gRayU [[buffer(12)]],
-    device const float* gRayA [[buffer(13)]],
-    device float* grad2d [[buffer(14)]],
-    constant u32& accumulate [[buffer(15)]],
-    device float* statAccum [[buffer(16)]],
-    device u32* statCount [[buffer(17)]],
-    device float* statMaxRadius [[buffer(18)]],
-    uint rlx_tid [[thread_position_in_threadgroup]],
-    uint rlx_bid [[threadgroup_position_in_grid]],
-    uint rlx_bdim [[threads_per_threadgroup]],
-    uint rlx_nblocks [[threadgroups_per_grid]],
-    uint rlx_lane [[thread_index_in_simdgroup]],
-    uint rlx_warp [[simdgroup_index_in_threadgroup]])
-{
-    SHARED float sSh[6272];
-    SHARED float gtab[18];
-    SHARED u32 sUse[128];
-    const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
-    const project_bwd_adam_args a = {rlx_copy(cam), rlx_copy(ap), readout, params, m, v, valid, radius, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA, grad2d, accumulate, statAccum, statCount, statMaxRadius};
-    project_bwd_adam_body(th, a, sSh, gtab, sUse);
 }
 
 #elif defined(RLX_BACKEND_EMU)
 
 extern "C" void emu_launch_project_bwd(const u32* dims, void** args)
 {
-    const project_bwd_args a = {*(Cam const*)args[0], *(const GPTR u32* const*)args[1], *(const GPTR float* const*)args[2], *(const GPTR u32* const*)args[3], *(const GPTR float* const*)args[4], *(const GPTR float* const*)args[5], *(const GPTR float* const*)args[6], *(const GPTR float* const*)args[7], *(const GPTR float* const*)args[8], *(const GPTR float* const*)args[9], *(const GPTR float* const*)args[10], *(GPTR float* const*)args[11], *(GPTR float* const*)args[12], *(u32 const*)args[13], *(GPTR float* const*)args[14], *(GPTR u32* const*)args[15], *(GPTR float* const*)args[16], *(u32 const*)args[17], *(GPTR u32* const*)args[18]};
+    const project_bwd_args a = {*(Cam const*)args[0], *(const GPTR u32* const*)args[1], *(const GPTR float* const*)args[2], *(const GPTR u32* const*)args[3], *(const GPTR float* const*)args[4], *(const GPTR float* const*)args[5], *(const GPTR float* const*)args[6], *(const GPTR float* const*)args[7], *(const GPTR float* const*)args[8], *(const GPTR float* const*)args[9], *(const GPTR float* const*)args[10], *(GPTR float* const*)args[11], *(GPTR float* const*)args[12], *(u32 const*)args[13], *(GPTR float* const*)args[14], *(GPTR u32* const*)args[15], *(GPTR float* const*)args[16], *(u32 const*)args[17], *(GPTR u32* const*)args[18], *(const GPTR u32* const*)args[19]};
     emu::launch_body(dims, [&](Thr th) {
         static float sSh[6272];
         static u32 sAdd[128];
         project_bwd_body(th, a, sSh, sAdd);
-    });
-}
-
-extern "C" void emu_launch_project_bwd_adam(const u32* dims, void** args)
-{
-    const project_bwd_adam_args a = {*(Cam const*)args[0], *(AdamP const*)args[1], *(GPTR u32* const*)args[2], *(GPTR float* const*)args[3], *(GPTR float* const*)args[4], *(GPTR float* const*)args[5], *(const GPTR u32* const*)args[6], *(const GPTR float* const*)args[7], *(const GPTR float* const*)args[8], *(const GPTR float* const*)args[9], *(const GPTR float* const*)args[10], *(const GPTR float* const*)args[11], *(const GPTR float* const*)args[12], *(const GPTR float* const*)args[13], *(GPTR float* const*)args[14], *(u32 const*)args[15], *(GPTR float* const*)args[16], *(GPTR u32* const*)args[17], *(GPTR float* const*)args[18]};
-    emu::launch_body(dims, [&](Thr th) {
-        static float sSh[6272];
-        static float gtab[18];
-        static u32 sUse[128];
-        project_bwd_adam_body(th, a, sSh, gtab, sUse);
     });
 }
 

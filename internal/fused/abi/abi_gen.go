@@ -378,6 +378,7 @@ type BinCompactArgs struct {
 	N     uint32
 	Dkeys Buf // written: u32
 	Order Buf // written: u32
+	Vis   Buf // written: u32
 }
 
 // BinRankArgs are the parameters of bin_rank (shaders/bin.cu), in the kernel's order.
@@ -625,29 +626,7 @@ type ProjectBwdArgs struct {
 	StatMaxRadius Buf // written: f32
 	Later         uint32
 	Seen          Buf // written: u32
-}
-
-// ProjectBwdAdamArgs are the parameters of project_bwd_adam (shaders/project_bwd.cu), in the kernel's order.
-type ProjectBwdAdamArgs struct {
-	Cam           Cam
-	Ap            AdamP
-	Readout       Buf // written: u32
-	Params        Buf // written: f32
-	M             Buf // written: f32
-	V             Buf // written: f32
-	Valid         Buf // read: u32
-	Radius        Buf // read: f32
-	GColor        Buf // read: f32
-	GOpacity      Buf // read: f32
-	GMean2d       Buf // read: f32
-	GConic        Buf // read: f32
-	GRayU         Buf // read: f32
-	GRayA         Buf // read: f32
-	Grad2d        Buf // written: f32
-	Accumulate    uint32
-	StatAccum     Buf // written: f32
-	StatCount     Buf // written: u32
-	StatMaxRadius Buf // written: f32
+	Vis           Buf // read: u32
 }
 
 // AdamStepArgs are the parameters of adam_step (shaders/adam.cu), in the kernel's order.
@@ -753,7 +732,6 @@ type EngineKernels struct {
 	rasterBwdEwa    gpu.Kernel
 	rasterBwdRay    gpu.Kernel
 	projectBwd      gpu.Kernel
-	projectBwdAdam  gpu.Kernel
 	adamStep        gpu.Kernel
 	opacityReset    gpu.Kernel
 	gatherRows      gpu.Kernel
@@ -775,7 +753,7 @@ func LoadEngineKernels(dev gpu.Device) (*EngineKernels, error) {
 		{"raster_fwd.cu", []entry{{"raster_fwd_ewa", &k.rasterFwdEwa}, {"raster_fwd_ray", &k.rasterFwdRay}, {"raster_fwd_join", &k.rasterFwdJoin}}},
 		{"loss.cu", []entry{{"loss_map", &k.lossMap}, {"loss_grad", &k.lossGrad}, {"loss_finish", &k.lossFinish}}},
 		{"raster_bwd.cu", []entry{{"raster_bwd_chunks", &k.rasterBwdChunks}, {"raster_bwd_ewa", &k.rasterBwdEwa}, {"raster_bwd_ray", &k.rasterBwdRay}}},
-		{"project_bwd.cu", []entry{{"project_bwd", &k.projectBwd}, {"project_bwd_adam", &k.projectBwdAdam}}},
+		{"project_bwd.cu", []entry{{"project_bwd", &k.projectBwd}}},
 		{"adam.cu", []entry{{"adam_step", &k.adamStep}, {"opacity_reset", &k.opacityReset}}},
 		{"edit.cu", []entry{{"gather_rows", &k.gatherRows}, {"scatter_shapes", &k.scatterShapes}, {"zero_rows", &k.zeroRows}}},
 		{"mcmc.cu", []entry{{"mcmc_noise", &k.mcmcNoise}}},
@@ -865,13 +843,14 @@ func (k *EngineKernels) BinCountBig(grid, block gpu.Dim3, a BinCountBigArgs) err
 
 // BinCompact launches bin_compact (shaders/bin.cu) on a grid of grid blocks of block threads.
 func (k *EngineKernels) BinCompact(grid, block gpu.Dim3, a BinCompactArgs) error {
-	l := newLaunch("bin_compact", grid, block, 0, 0, 6)
+	l := newLaunch("bin_compact", grid, block, 0, 0, 7)
 	l.buf("valid", a.Valid, 4)
 	l.buf("depth", a.Depth, 4)
 	l.buf("flags", a.Flags, 4)
 	l.u32(a.N)
 	l.buf("dkeys", a.Dkeys, 4)
 	l.buf("order", a.Order, 4)
+	l.buf("vis", a.Vis, 4)
 	return l.run(k.dev, k.binCompact)
 }
 
@@ -1197,7 +1176,7 @@ func (k *EngineKernels) RasterBwdRay(grid, block gpu.Dim3, a RasterBwdArgs) erro
 
 // ProjectBwd launches project_bwd (shaders/project_bwd.cu) on a grid of grid blocks of block threads.
 func (k *EngineKernels) ProjectBwd(grid, block gpu.Dim3, a ProjectBwdArgs) error {
-	l := newLaunch("project_bwd", grid, block, 0, 128, 19)
+	l := newLaunch("project_bwd", grid, block, 0, 128, 20)
 	l.bytes(a.Cam.Bytes())
 	l.buf("readout", a.Readout, 4)
 	l.buf("params", a.Params, 4)
@@ -1217,32 +1196,8 @@ func (k *EngineKernels) ProjectBwd(grid, block gpu.Dim3, a ProjectBwdArgs) error
 	l.buf("statMaxRadius", a.StatMaxRadius, 4)
 	l.u32(a.Later)
 	l.buf("seen", a.Seen, 4)
+	l.buf("vis", a.Vis, 4)
 	return l.run(k.dev, k.projectBwd)
-}
-
-// ProjectBwdAdam launches project_bwd_adam (shaders/project_bwd.cu) on a grid of grid blocks of block threads.
-func (k *EngineKernels) ProjectBwdAdam(grid, block gpu.Dim3, a ProjectBwdAdamArgs) error {
-	l := newLaunch("project_bwd_adam", grid, block, 0, 128, 19)
-	l.bytes(a.Cam.Bytes())
-	l.bytes(a.Ap.Bytes())
-	l.buf("readout", a.Readout, 4)
-	l.buf("params", a.Params, 4)
-	l.buf("m", a.M, 4)
-	l.buf("v", a.V, 4)
-	l.buf("valid", a.Valid, 4)
-	l.buf("radius", a.Radius, 4)
-	l.buf("gColor", a.GColor, 4)
-	l.buf("gOpacity", a.GOpacity, 4)
-	l.buf("gMean2d", a.GMean2d, 4)
-	l.buf("gConic", a.GConic, 4)
-	l.buf("gRayU", a.GRayU, 4)
-	l.buf("gRayA", a.GRayA, 4)
-	l.buf("grad2d", a.Grad2d, 4)
-	l.u32(a.Accumulate)
-	l.buf("statAccum", a.StatAccum, 4)
-	l.buf("statCount", a.StatCount, 4)
-	l.buf("statMaxRadius", a.StatMaxRadius, 4)
-	return l.run(k.dev, k.projectBwdAdam)
 }
 
 // AdamStep launches adam_step (shaders/adam.cu) on a grid of grid blocks of block threads.
@@ -1370,7 +1325,7 @@ var Kernels = []KernelInfo{
 	{Name: "pixel_rays", Unit: "project.cu", Params: 2, InlineBytes: 120, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "bin_count", Unit: "bin.cu", Params: 15, InlineBytes: 240, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "bin_count_big", Unit: "bin.cu", Params: 11, InlineBytes: 216, SharedBytes: 0, Block: 0, MaxThreads: 0},
-	{Name: "bin_compact", Unit: "bin.cu", Params: 6, InlineBytes: 44, SharedBytes: 0, Block: 0, MaxThreads: 0},
+	{Name: "bin_compact", Unit: "bin.cu", Params: 7, InlineBytes: 52, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "bin_rank", Unit: "bin.cu", Params: 6, InlineBytes: 44, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "bin_total", Unit: "bin.cu", Params: 5, InlineBytes: 32, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "bin_emit", Unit: "bin.cu", Params: 10, InlineBytes: 208, SharedBytes: 0, Block: 0, MaxThreads: 0},
@@ -1391,8 +1346,7 @@ var Kernels = []KernelInfo{
 	{Name: "raster_bwd_chunks", Unit: "raster_bwd.cu", Params: 5, InlineBytes: 36, SharedBytes: 32, Block: 256, MaxThreads: 0},
 	{Name: "raster_bwd_ewa", Unit: "raster_bwd.cu", Params: 26, InlineBytes: 244, SharedBytes: 7424, Block: 0, MaxThreads: 256},
 	{Name: "raster_bwd_ray", Unit: "raster_bwd.cu", Params: 26, InlineBytes: 244, SharedBytes: 9472, Block: 0, MaxThreads: 0},
-	{Name: "project_bwd", Unit: "project_bwd.cu", Params: 19, InlineBytes: 276, SharedBytes: 25600, Block: 0, MaxThreads: 128},
-	{Name: "project_bwd_adam", Unit: "project_bwd.cu", Params: 19, InlineBytes: 412, SharedBytes: 25672, Block: 0, MaxThreads: 128},
+	{Name: "project_bwd", Unit: "project_bwd.cu", Params: 20, InlineBytes: 284, SharedBytes: 25600, Block: 0, MaxThreads: 128},
 	{Name: "adam_step", Unit: "adam.cu", Params: 7, InlineBytes: 188, SharedBytes: 72, Block: 256, MaxThreads: 0},
 	{Name: "opacity_reset", Unit: "adam.cu", Params: 3, InlineBytes: 16, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "gather_rows", Unit: "edit.cu", Params: 7, InlineBytes: 40, SharedBytes: 0, Block: 0, MaxThreads: 0},

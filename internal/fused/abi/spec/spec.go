@@ -202,7 +202,7 @@ var Units = []Unit{
 		{Name: "bin_count_big", Params: []Param{val("cam", "Cam"), in("boundCenter", F32), in("boundQ", F32), in("rect", I32),
 			in("rayHalf", F32), sc("conic", U32), in("readout", U32), in("bigList", U32), out("counts", U32), in("bigOff", U32), out("bigBits", U32)}},
 		{Name: "bin_compact", Params: []Param{in("valid", U32), in("depth", F32), in("flags", U32), sc("n", U32),
-			out("dkeys", U32), out("order", U32)}},
+			out("dkeys", U32), out("order", U32), out("vis", U32)}},
 		{Name: "bin_rank", Params: []Param{in("counts", U32), in("order", U32), in("flags", U32), sc("n", U32),
 			out("ranked", U32), out("rankOf", U32)}},
 		{Name: "bin_total", Params: []Param{in("offsets", U32), sc("n", U32), sc("cap", U32), in("prev", U32), out("readout", U32)}},
@@ -271,15 +271,9 @@ var Units = []Unit{
 		{Name: "project_bwd", Params: []Param{val("cam", "Cam"), in("readout", U32), in("params", F32), in("valid", U32),
 			in("radius", F32), in("gColor", F32), in("gOpacity", F32), in("gMean2d", F32), in("gConic", F32),
 			in("gRayU", F32), in("gRayA", F32), out("grads", F32), out("grad2d", F32), sc("accumulate", U32),
-			out("statAccum", F32), out("statCount", U32), out("statMaxRadius", F32), sc("later", U32), out("seen", U32)},
+			out("statAccum", F32), out("statCount", U32), out("statMaxRadius", F32), sc("later", U32), out("seen", U32),
+			in("vis", U32)},
 			MaxThreads: shBlock, MinBlocks: 6, Shared: []Shared{{"sSh", F32, shBlock * shSRow}, {"sAdd", U32, shBlock}}},
-		// project_bwd then adam_step on the same splats, the gradients never leaving the
-		// multiprocessor; project_bwd's bounds and block.
-		{Name: "project_bwd_adam", Params: []Param{val("cam", "Cam"), val("ap", "AdamP"), out("readout", U32), out("params", F32),
-			out("m", F32), out("v", F32), in("valid", U32), in("radius", F32), in("gColor", F32), in("gOpacity", F32),
-			in("gMean2d", F32), in("gConic", F32), in("gRayU", F32), in("gRayA", F32), out("grad2d", F32), sc("accumulate", U32),
-			out("statAccum", F32), out("statCount", U32), out("statMaxRadius", F32)}, MaxThreads: shBlock, MinBlocks: 6,
-			Shared: []Shared{{"sSh", F32, shBlock * shSRow}, {"gtab", F32, 6 * 3}, {"sUse", U32, shBlock}}},
 	}},
 	{Name: "adam", Set: "Engine", Kernels: []Kernel{
 		{Name: "adam_step", Params: []Param{val("ap", "AdamP"), out("readout", U32), out("params", F32), in("grads", F32),
