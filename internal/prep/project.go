@@ -150,16 +150,16 @@ func projectOne[F splat.Float](cam *Cam[F], set *Settings, g *splat.GaussiansOf[
 		return
 	}
 	out.Depth[i] = st.p[2]
-	if !shColor(cam, set.SHDegree, g, i, st.mean, out.Color[i*3:i*3+3]) {
-		return
-	}
+	// The footprint before the colour: the 48 SH values are read for the splats on the image
+	// alone. A splat is valid when both succeed, in either order; the other entries of an
+	// invalid one are never read.
 	var ok bool
 	if set.Model == Ray {
 		ok = projectRay(cam, set, &st, i, out)
 	} else {
 		ok = projectEWA(cam, set, &st, i, out)
 	}
-	out.Valid[i] = ok
+	out.Valid[i] = ok && shColor(cam, set.SHDegree, g, i, st.mean, out.Color[i*3:i*3+3])
 }
 
 // shColor evaluates rgb = max(0, 0.5 + Σ_k SH_k(d)·c_k) with d the unit
