@@ -11,6 +11,7 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/engine"
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 	"github.com/rlxsplat/rlxsplat/internal/prep"
+	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
 
 // TestBatchParity runs CompareBatch (the rows `rlxsplat parity` prints for batches): a batch's
@@ -77,21 +78,7 @@ func TestBatchOverflowResumes(t *testing.T) {
 	set.Workers = 2
 	o := engine.StepOptions{SHDegree: 1, LR: testLR(), AccumulateStats: true}
 	// Each view's entries; the batch starts with the view that needs the fewest.
-	entries := make([]int, len(vs))
-	{
-		fe, err := New(dev, set, g)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for j, v := range vs {
-			res, err := fe.Step(v, engine.StepOptions{SHDegree: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			entries[j] = res.Entries
-		}
-		fe.Close()
-	}
+	entries := viewEntries(t, dev, set, g, vs)
 	first := slices.Index(entries, slices.Min(entries))
 	vs[0], vs[first] = vs[first], vs[0]
 	entries[0], entries[first] = entries[first], entries[0]
@@ -227,19 +214,7 @@ func TestDataParallelOverflow(t *testing.T) {
 	o := engine.StepOptions{SHDegree: 1, LR: testLR(), AccumulateStats: true}
 	shares := [2][]*engine.View{vs[:2], vs[2:]}
 	// Rank 1's first view must need fewer entries than its second.
-	entries := make([]int, len(vs))
-	probe, err := New(dev, set, g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for j, v := range vs {
-		res, err := probe.Step(v, engine.StepOptions{SHDegree: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		entries[j] = res.Entries
-	}
-	probe.Close()
+	entries := viewEntries(t, dev, set, g, vs)
 	if entries[2] > entries[3] {
 		shares[1] = []*engine.View{vs[3], vs[2]}
 		entries[2], entries[3] = entries[3], entries[2]
@@ -307,4 +282,24 @@ func TestDataParallelOverflow(t *testing.T) {
 	if rel := check.RelErr(p1, p0); rel > 1e-5 {
 		t.Errorf("parameters after the overflow: relative L2 %.3g from the step with room", rel)
 	}
+}
+
+// viewEntries is the tile-list entries each view of vs needs, stepped one at a time on an engine
+// of its own from g (the overflow tests size the lists between them).
+func viewEntries(t *testing.T, dev gpu.Device, set engine.Settings, g *splat.Gaussians, vs []*engine.View) []int {
+	t.Helper()
+	fe, err := New(dev, set, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fe.Close()
+	entries := make([]int, len(vs))
+	for j, v := range vs {
+		res, err := fe.Step(v, engine.StepOptions{SHDegree: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries[j] = res.Entries
+	}
+	return entries
 }
