@@ -114,7 +114,11 @@ func fromImage(m image.Image) *Image {
 	opaque := true
 	switch src := m.(type) {
 	case *image.YCbCr:
-		// Baseline JPEG: opaque.
+		// JPEG: opaque. The chroma planes are upsampled as libjpeg does (ycc.go); the
+		// per-block lookup below is for layouts it does not handle.
+		if yccToRGB(src, out.RGB) {
+			break
+		}
 		for y := 0; y < h; y++ {
 			for x := 0; x < w; x++ {
 				yi := src.YOffset(b.Min.X+x, b.Min.Y+y)
