@@ -67,6 +67,19 @@ DEVICE u32 seg_count(u32 len, u32 whole) { return whole != 0u || len <= SEGMENT 
 DEVICE u32 seg_slot(u32 tile, u32 o, u32 s) { return o / SEGMENT + tile + s; }
 #define SEG_DONE 0x80000000u
 
+// tile_pixel places thread tid of a tile's block (tileSize ts of 8, 16 or 32) at pixel (px, py)
+// of the tile: each warp takes an 8×4 block of pixels, the warps in row-major order. A warp of
+// whole pixel rows (16×2 in a 16-pixel tile) spans more of a small splat's footprint: a splat a
+// few pixels wide meets fewer compact warps, and the backward's warp sum runs once for each
+// warp any of whose pixels the splat hits.
+DEVICE void tile_pixel(u32 tid, int ts, int& px, int& py)
+{
+    u32 w = tid >> 5u, l = tid & 31u;
+    u32 across = (u32)ts >> 3u; // warps across the tile
+    px = (int)((w % across) * 8u + (l & 7u));
+    py = (int)((w / across) * 4u + (l >> 3u));
+}
+
 // Staged floats per splat: EWA mx, my, a, b, c (5; the forward stages a/2 and c/2); ray u[3],
 // A[9], ‖u‖² (13).
 #define GEO_EWA 5

@@ -77,8 +77,10 @@ DEVICE void raster_bwd_chunk(Thr th, raster_bwd_args a, SPTR Staged<RAY, CHUNK>&
     u32 start = a.tileOffsets[tile];
     int ts = rp.tileSize;
     u32 P = (u32)(ts * ts);
-    int x = (int)(tile % (u32)rp.tilesX) * ts + (int)(th.tid % (u32)ts);
-    int y = (int)(tile / (u32)rp.tilesX) * ts + (int)(th.tid / (u32)ts);
+    int x, y;
+    tile_pixel(th.tid, ts, x, y);
+    x += (int)(tile % (u32)rp.tilesX) * ts;
+    y += (int)(tile / (u32)rp.tilesX) * ts;
     bool inside = th.tid < P && x < rp.W && y < rp.H;
     u32 pix = inside ? (u32)y * (u32)rp.W + (u32)x : 0u;
     u32 cnt = inside ? a.count[pix] : 0u;

@@ -8,7 +8,7 @@
 //   first), on its list's first segment; pass 1 a block per segment the first queued, segItems
 //   pair bid (tile, segment) below readout[RO_SEGS] (blocks past it leave), for the pixels
 //   that did not finish in the first segment. One thread per
-//   pixel of the tile (th.tid = ly*tileSize + lx; blockDim is tileSize² rounded up to whole
+//   pixel of the tile (raster.h's tile_pixel: a warp an 8×4 block; blockDim is tileSize² rounded up to whole
 //   warps, and threads past the tile, or past the image edge, only help stage splats). The
 //   segment is walked in batches of BATCH splats staged in shared memory, from T = 1. Per
 //   pixel and entry: skip when alpha < alphaMin; finish (without blending) when T·(1−alpha) <
@@ -77,8 +77,10 @@ DEVICE void raster_fwd_run(Thr th, raster_fwd_args a, SPTR Staged<RAY>& s, SPTR 
         seg = a.segItems[2u * th.bid + 1u];
     }
     int ts = rp.tileSize;
-    int x = (int)(tile % (u32)rp.tilesX) * ts + (int)(th.tid % (u32)ts);
-    int y = (int)(tile / (u32)rp.tilesX) * ts + (int)(th.tid / (u32)ts);
+    int x, y;
+    tile_pixel(th.tid, ts, x, y);
+    x += (int)(tile % (u32)rp.tilesX) * ts;
+    y += (int)(tile / (u32)rp.tilesX) * ts;
     bool inside = th.tid < (u32)(ts * ts) && x < rp.W && y < rp.H;
     u32 pix = inside ? (u32)y * (u32)rp.W + (u32)x : 0u;
     float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f;
@@ -223,8 +225,10 @@ DEVICE void raster_fwd_join_body(Thr th, raster_fwd_join_args a, SPTR u32& longe
     u32 nseg = seg_count(len, (u32)rp.maxSteps);
     if (nseg == 1u || a.segCont[tile] == 0u) return; // raster_fwd wrote it; the same for the whole block
     int ts = rp.tileSize;
-    int x = (int)(tile % (u32)rp.tilesX) * ts + (int)(th.tid % (u32)ts);
-    int y = (int)(tile / (u32)rp.tilesX) * ts + (int)(th.tid / (u32)ts);
+    int x, y;
+    tile_pixel(th.tid, ts, x, y);
+    x += (int)(tile % (u32)rp.tilesX) * ts;
+    y += (int)(tile / (u32)rp.tilesX) * ts;
     bool inside = th.tid < (u32)(ts * ts) && x < rp.W && y < rp.H;
     u32 P = (u32)(ts * ts);
     float T = 1.0f, cr = 0.0f, cg = 0.0f, cb = 0.0f;
