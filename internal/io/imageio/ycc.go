@@ -19,21 +19,22 @@ import "image"
 // it could: it handles the chroma layouts Go's JPEG decoder produces, for a rectangle that
 // starts at the origin (a decoded image's).
 func yccToRGB(src *image.YCbCr, rgb []float32) bool {
+	// Each layout's chroma upsampling factors, horizontal and vertical.
+	layouts := [...]struct {
+		r      image.YCbCrSubsampleRatio
+		fx, fy int
+	}{
+		{image.YCbCrSubsampleRatio444, 1, 1}, {image.YCbCrSubsampleRatio422, 2, 1},
+		{image.YCbCrSubsampleRatio420, 2, 2}, {image.YCbCrSubsampleRatio440, 1, 2},
+		{image.YCbCrSubsampleRatio411, 4, 1}, {image.YCbCrSubsampleRatio410, 4, 2},
+	}
 	fx, fy := 0, 0
-	switch src.SubsampleRatio {
-	case image.YCbCrSubsampleRatio444:
-		fx, fy = 1, 1
-	case image.YCbCrSubsampleRatio422:
-		fx, fy = 2, 1
-	case image.YCbCrSubsampleRatio420:
-		fx, fy = 2, 2
-	case image.YCbCrSubsampleRatio440:
-		fx, fy = 1, 2
-	case image.YCbCrSubsampleRatio411:
-		fx, fy = 4, 1
-	case image.YCbCrSubsampleRatio410:
-		fx, fy = 4, 2
-	default:
+	for _, l := range layouts {
+		if l.r == src.SubsampleRatio {
+			fx, fy = l.fx, l.fy
+		}
+	}
+	if fx == 0 {
 		return false
 	}
 	b := src.Rect
