@@ -47,7 +47,7 @@ func yccToRGB(src *image.YCbCr, rgb []float32) bool {
 	if len(src.Y) < (h-1)*src.YStride+w || len(src.Cb) < (ch-1)*src.CStride+cw || len(src.Cr) < (ch-1)*src.CStride+cw {
 		return false
 	}
-	up := chromaUpsampler{fx: fx, fy: fy, cw: cw, ch: ch, w: w, stride: src.CStride}
+	up := chromaUpsampler{fx: fx, fy: fy, cw: cw, ch: ch, stride: src.CStride}
 	cb := make([]int32, up.cw*fx)
 	cr := make([]int32, up.cw*fx)
 	sums := make([]int32, up.cw)
@@ -73,7 +73,6 @@ func yccToRGB(src *image.YCbCr, rgb []float32) bool {
 type chromaUpsampler struct {
 	fx, fy int // upsampling factors
 	cw, ch int // plane size in samples
-	w      int // output row width
 	stride int // the plane's row stride
 }
 

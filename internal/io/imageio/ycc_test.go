@@ -49,7 +49,7 @@ func TestChromaUpsampler(t *testing.T) {
 			for _, r := range tc.plane {
 				p = append(p, r...)
 			}
-			u := chromaUpsampler{fx: tc.fx, fy: tc.fy, cw: cw, ch: len(tc.plane), w: tc.w, stride: cw}
+			u := chromaUpsampler{fx: tc.fx, fy: tc.fy, cw: cw, ch: len(tc.plane), stride: cw}
 			out := make([]int32, cw*tc.fx)
 			u.row(p, tc.y, out, make([]int32, cw))
 			if fmt.Sprint(out[:tc.w]) != fmt.Sprint(tc.want) {
