@@ -22,13 +22,17 @@ func (t *Trainer) densify(s int) error {
 	// Where a refinement's time goes, a metrics line per refinement: the host's share of the
 	// run is what refinements cost beyond the device's work.
 	ms := map[string]float64{}
+	// What the refinement did, beside its time: the splats it cloned, split and pruned, and
+	// how many the statistics saw and over how many views on average (what the growth
+	// threshold is compared against: a splat's mean over the views that saw it).
+	counts := map[string]any{"step": s, "densify_ms": ms}
 	at := time.Now()
 	lap := func(name string) {
 		now := time.Now()
 		ms[name] += msOf(now.Sub(at))
 		at = now
 	}
-	defer func() { t.logJSON(map[string]any{"step": s, "densify_ms": ms}) }()
+	defer func() { t.logJSON(counts) }()
 	st, err := t.readStats()
 	if err != nil {
 		return fmt.Errorf("train: step %d: densification statistics: %w", s, err)
@@ -39,8 +43,11 @@ func (t *Trainer) densify(s int) error {
 		return fmt.Errorf("train: step %d: %w", s, err)
 	}
 	lap("shapes")
+	seen, views := statCoverage(st)
+	counts["seen"], counts["mean_views"] = seen, views
 	edit := growEdit(g, st, d, t.ds.Extent, t.opt.Workers)
 	t.capGrowth(&edit, g.Len(), st)
+	counts["cloned"], counts["split"] = len(edit.Clone), len(edit.Split)
 	if n := len(edit.Split) * edit.SplitN * 3; n > 0 {
 		edit.SplitSamples = make([]float32, n)
 		for i := range edit.SplitSamples {
@@ -71,6 +78,7 @@ func (t *Trainer) densify(s int) error {
 	pd := *d
 	pd.MaxScreenSize /= float64(t.opt.coarseFactor(s))
 	remove, n := pruneMask(g, st, &pd, t.ds.Extent, s > d.ResetEvery && d.ResetEvery > 0, t.opt.Workers)
+	counts["pruned"], counts["gaussians"] = n, g.Len()-n
 	lap("select")
 	if n > 0 {
 		if n == g.Len() {
@@ -84,6 +92,22 @@ func (t *Trainer) densify(s int) error {
 	err = t.eng.ResetStats()
 	lap("reset")
 	return err
+}
+
+// statCoverage returns how many splats the statistics saw in at least one view and the mean
+// number of views over those.
+func statCoverage(st engine.Stats) (seen int, meanViews float64) {
+	var views int64
+	for _, c := range st.Count {
+		if c > 0 {
+			seen++
+			views += int64(c)
+		}
+	}
+	if seen > 0 {
+		meanViews = float64(views) / float64(seen)
+	}
+	return seen, meanViews
 }
 
 // growEdit selects the splats to clone and to split, in index order, with the splats cut into

@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"image/png"
 	"os"
@@ -92,6 +93,8 @@ func TestResumeIsExact(t *testing.T) {
 		t.Fatalf("densification did not change the count (%d): the test does not exercise it", want.Len())
 	}
 
+	checkRefinementCounts(t, filepath.Join(dirA, "metrics.jsonl"), smallInitLen(t, ds), want.Len(), testOptions(dirA).Densify.SplitN)
+
 	dirB := t.TempDir()
 	equalGaussians(t, resumedRun(t, ds, testOptions(dirB), dirA), want)
 
@@ -108,6 +111,46 @@ func TestResumeIsExact(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dirB, f)); err != nil {
 			t.Errorf("missing output: %v", err)
 		}
+	}
+}
+
+// checkRefinementCounts follows the splat count through the refinement lines of a run's
+// metrics.jsonl: each line's count is the one before, plus its clones and split children, less
+// its prunes, and the last is the run's final count.
+func checkRefinementCounts(t *testing.T, path string, initial, final, splitN int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, lines := initial, 0
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var r struct {
+			Step                                   int
+			DensifyMS                              map[string]float64 `json:"densify_ms"`
+			Cloned, Split, Pruned, Gaussians, Seen *int
+			MeanViews                              *float64 `json:"mean_views"`
+		}
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("%s: %v", l, err)
+		}
+		if r.DensifyMS == nil {
+			continue
+		}
+		if r.Cloned == nil || r.Split == nil || r.Pruned == nil || r.Gaussians == nil || r.Seen == nil || r.MeanViews == nil {
+			t.Fatalf("refinement line without its counts: %s", l)
+		}
+		lines++
+		if want := n + *r.Cloned + *r.Split*(splitN-1) - *r.Pruned; *r.Gaussians != want {
+			t.Fatalf("step %d: %d Gaussians after %d + %d clones + %d splits - %d prunes", r.Step, *r.Gaussians, n, *r.Cloned, *r.Split, *r.Pruned)
+		}
+		if *r.Seen > n || (*r.Seen > 0) != (*r.MeanViews >= 1) {
+			t.Fatalf("step %d: %d splats seen of %d, over %g views", r.Step, *r.Seen, n, *r.MeanViews)
+		}
+		n = *r.Gaussians
+	}
+	if lines == 0 || n != final {
+		t.Fatalf("%d refinement lines end at %d Gaussians, the run at %d", lines, n, final)
 	}
 }
 
