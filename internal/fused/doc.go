@@ -26,7 +26,9 @@
 // supported on the device (both render models need a pinhole camera here); tile sizes are
 // limited to 32 (a tile is one thread block).
 //
+// The CUDA and Metal backends (internal/gpu) run the same kernel bodies, each through its
+// prelude.
+//
 // Non-goals: no training policy (internal/train decides what and when), no printing or
-// logging, no global state; the Metal backend will run the same kernel bodies once its prelude
-// exists.
+// logging, no global state.
 package fused
