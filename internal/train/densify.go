@@ -78,12 +78,12 @@ func (t *Trainer) densify(s int) error {
 	pd := *d
 	pd.MaxScreenSize /= float64(t.opt.coarseFactor(s))
 	remove, n := pruneMask(g, st, &pd, t.ds.Extent, s > d.ResetEvery && d.ResetEvery > 0, t.opt.Workers)
-	counts["pruned"], counts["gaussians"] = n, g.Len()-n
 	lap("select")
+	if n > 0 && n == g.Len() {
+		return fmt.Errorf("train: step %d: pruning would remove all %d Gaussians (opacity below %g)", s, n, d.PruneOpacity)
+	}
+	counts["pruned"], counts["gaussians"] = n, g.Len()-n
 	if n > 0 {
-		if n == g.Len() {
-			return fmt.Errorf("train: step %d: pruning would remove all %d Gaussians (opacity below %g)", s, n, d.PruneOpacity)
-		}
 		if err := t.eng.Apply(engine.Edit{Remove: remove}); err != nil {
 			return fmt.Errorf("train: step %d: prune: %w", s, err)
 		}
