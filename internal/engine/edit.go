@@ -112,38 +112,25 @@ func ApplyEdit(g *splat.Gaussians, e Edit, p EditPlan) *splat.Gaussians {
 // childLogScale is a split child's log-scale for its parent's scale s (exp of the log-scale).
 func childLogScale(s float64, div float32) float32 { return float32(math.Log(s / float64(div))) }
 
-// EditShapes returns the shapes of the splats after edit e, from their shapes g before it:
-// what Shapes reads back once an engine has applied e (each row a copy of its source's, a split
-// child's log-scales its parent's divided as SplitChildren divides them, to the bit), so that
-// the host need not wait for the edit to read them. The result is written into dst's arrays
-// where they are large enough (dst must not share them with g): memory the process already
-// touched, where fresh arrays cost a page fault every 4 KiB (on a GPU host 6 ms of a
-// refinement's 10 ms here at 0.85M splats).
-func EditShapes(dst, g Shapes, e Edit) (Shapes, error) {
-	p, err := PlanEdit(e, g.Len())
-	if err != nil {
-		return Shapes{}, err
-	}
-	out := Shapes{LogScales: resize(dst.LogScales, 3*len(p.Src)), OpacityLogits: resize(dst.OpacityLogits, len(p.Src))}
-	splat.GatherRows(out.LogScales, g.LogScales, 3, p.Src)
-	splat.GatherRows(out.OpacityLogits, g.OpacityLogits, 1, p.Src)
+// ChildShapes returns the shapes of e's split children, child c of split k at row k·SplitN + c:
+// the parent's opacity logit and its log-scales divided as SplitChildren divides them, to the
+// bit (the rows an engine's Shapes ends with once it has applied e, from EditPlan.Children on).
+// e must be valid for g (PlanEdit).
+func ChildShapes(g Shapes, e Edit) Shapes {
+	m := len(e.Split) * e.SplitN
+	out := Shapes{LogScales: make([]float32, 3*m), OpacityLogits: make([]float32, m)}
 	for k, parent := range e.Split {
 		for a := 0; a < 3; a++ {
 			l := childLogScale(math.Exp(float64(g.LogScales[int(parent)*3+a])), e.SplitScaleDiv)
 			for c := 0; c < e.SplitN; c++ {
-				out.LogScales[(p.Children+k*e.SplitN+c)*3+a] = l
+				out.LogScales[(k*e.SplitN+c)*3+a] = l
 			}
 		}
+		for c := 0; c < e.SplitN; c++ {
+			out.OpacityLogits[k*e.SplitN+c] = g.OpacityLogits[parent]
+		}
 	}
-	return out, nil
-}
-
-// resize returns b with length n, reusing its array when it has the capacity.
-func resize(b []float32, n int) []float32 {
-	if cap(b) >= n {
-		return b[:n]
-	}
-	return make([]float32, n)
+	return out
 }
 
 // SplitChildren computes the mean and log-scales of child c of every split

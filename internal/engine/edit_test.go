@@ -1,15 +1,16 @@
 package engine
 
 import (
-	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
 )
 
-// EditShapes gives, bit for bit, the log-scales and opacity logits ApplyEdit leaves (the CPU
-// engine's edit, which the GPU engine's parity rows match), for edits of every kind.
-func TestEditShapesMatchApplyEdit(t *testing.T) {
+// After an edit, ApplyEdit's (the CPU engine's edit, which the GPU engine's parity rows match)
+// row j < Children holds row Src[j]'s log-scales and opacity logit, and the rows from Children
+// on are ChildShapes', bit for bit: the prune after a growth judges the grown splats by these
+// two facts, without the grown shapes. Edits of every kind.
+func TestChildShapesMatchApplyEdit(t *testing.T) {
 	const n = 200
 	for _, tc := range []struct {
 		name                 string
@@ -47,31 +48,21 @@ func TestEditShapesMatchApplyEdit(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := ApplyEdit(g, e, p)
-			// Into fresh arrays, into arrays too short, and into arrays long enough holding junk.
-			short := Shapes{LogScales: make([]float32, 3), OpacityLogits: make([]float32, 1)}
-			long := Shapes{LogScales: make([]float32, 3*want.Len()+9), OpacityLogits: make([]float32, want.Len()+3)}
-			for i := range long.LogScales {
-				long.LogScales[i] = float32(math.NaN())
-			}
-			for _, dst := range []Shapes{{}, short, long} {
-				got, err := EditShapes(dst, Shapes{LogScales: g.LogScales, OpacityLogits: g.OpacityLogits}, e)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got.Len() != want.Len() || !slices.Equal(got.LogScales, want.LogScales) || !slices.Equal(got.OpacityLogits, want.OpacityLogits) {
-					t.Fatalf("EditShapes (into %d splats) differs from ApplyEdit: %d splats, want %d", dst.Len(), got.Len(), want.Len())
-				}
-				if len(got.LogScales) > 0 && cap(dst.LogScales) >= len(got.LogScales) && &got.LogScales[0] != &dst.LogScales[0] {
-					t.Fatal("EditShapes did not reuse arrays large enough")
-				}
-			}
 			if want.Len() == n {
 				t.Fatal("the edit changed no count: the test checks little")
 			}
+			for j := 0; j < p.Children; j++ {
+				i := int(p.Src[j])
+				if !slices.Equal(want.LogScales[3*j:3*j+3], g.LogScales[3*i:3*i+3]) || want.OpacityLogits[j] != g.OpacityLogits[i] {
+					t.Fatalf("row %d after the edit is not a copy of row %d", j, i)
+				}
+			}
+			kids := ChildShapes(Shapes{LogScales: g.LogScales, OpacityLogits: g.OpacityLogits}, e)
+			if kids.Len() != want.Len()-p.Children || !slices.Equal(kids.LogScales, want.LogScales[3*p.Children:]) ||
+				!slices.Equal(kids.OpacityLogits, want.OpacityLogits[p.Children:]) {
+				t.Fatalf("ChildShapes (%d splats) differs from ApplyEdit's %d children", kids.Len(), want.Len()-p.Children)
+			}
 		})
-	}
-	if _, err := EditShapes(Shapes{}, Shapes{LogScales: make([]float32, 6), OpacityLogits: make([]float32, 2)}, Edit{Clone: []int32{5}}); err == nil {
-		t.Error("an edit naming splat 5 of 2: no error")
 	}
 }
 

@@ -55,34 +55,37 @@ func (t *Trainer) densify(s int) error {
 		}
 	}
 	lap("select")
+	// The radii were measured on the step's photos, which coarse-to-fine training may have
+	// scaled down: the screen-size limit is in full-size pixels.
+	pd := *d
+	pd.MaxScreenSize /= float64(t.opt.coarseFactor(s))
+	big := s > d.ResetEvery && d.ResetEvery > 0
+	var remove []bool
+	var n int
 	if len(edit.Clone)+len(edit.Split) > 0 {
 		if err := t.eng.Apply(edit); err != nil {
 			return fmt.Errorf("train: step %d: densify: %w", s, err)
 		}
 		lap("grow")
-		// Prune on the grown set, as the original does after clone and split: its shapes
-		// follow from the edit (engine.EditShapes), so the host goes on while the device
-		// moves the rows (reading them back waited 11-16 ms a growth at 0.6-0.8M splats),
-		// written into the arrays the last growth used.
-		if g, err = engine.EditShapes(t.grown, g, edit); err != nil {
+		// Prune on the grown set, as the original does after clone and split, judged on the
+		// host while the device moves the rows (reading them back waited 11-16 ms a growth at
+		// 0.6-0.8M splats). Apply zeroed the statistics: no screen radius is left to prune on,
+		// as in the original, whose densification_postfix zeroes max_radii2D before its prune.
+		p, err := engine.PlanEdit(edit, g.Len())
+		if err != nil {
 			return fmt.Errorf("train: step %d: densify: %w", s, err)
 		}
-		t.grown = g
-		lap("regrown shapes")
-		// Apply zeroed the statistics: no screen radius is left to prune on, as in the
-		// original, whose densification_postfix zeroes max_radii2D before its prune.
-		st = engine.Stats{}
+		before, _ := pruneMask(g, engine.Stats{}, &pd, t.ds.Extent, big, t.opt.Workers)
+		kids, _ := pruneMask(engine.ChildShapes(g, edit), engine.Stats{}, &pd, t.ds.Extent, big, t.opt.Workers)
+		remove, n = grownVerdicts(before, p, kids)
+	} else {
+		remove, n = pruneMask(g, st, &pd, t.ds.Extent, big, t.opt.Workers)
 	}
-	// The radii were measured on the step's photos, which coarse-to-fine training may have
-	// scaled down: the screen-size limit is in full-size pixels.
-	pd := *d
-	pd.MaxScreenSize /= float64(t.opt.coarseFactor(s))
-	remove, n := pruneMask(g, st, &pd, t.ds.Extent, s > d.ResetEvery && d.ResetEvery > 0, t.opt.Workers)
 	lap("select")
-	if n > 0 && n == g.Len() {
+	if n > 0 && n == len(remove) {
 		return fmt.Errorf("train: step %d: pruning would remove all %d Gaussians (opacity below %g)", s, n, d.PruneOpacity)
 	}
-	counts["pruned"], counts["gaussians"] = n, g.Len()-n
+	counts["pruned"], counts["gaussians"] = n, len(remove)-n
 	if n > 0 {
 		if err := t.eng.Apply(engine.Edit{Remove: remove}); err != nil {
 			return fmt.Errorf("train: step %d: prune: %w", s, err)
@@ -108,6 +111,24 @@ func statCoverage(st engine.Stats) (seen int, meanViews float64) {
 		meanViews = float64(views) / float64(seen)
 	}
 	return seen, meanViews
+}
+
+// grownVerdicts carries prune verdicts through a growth (plan p): a kept or cloned splat is a
+// copy of its source, shapes and all (engine.ApplyEdit), so it takes the verdict of its source
+// in before; the split children, whose scales differ from their parents', take kids' (judged
+// on engine.ChildShapes, in the same order). It returns the verdicts and how many remove.
+func grownVerdicts(before []bool, p engine.EditPlan, kids []bool) ([]bool, int) {
+	remove := make([]bool, len(p.Src))
+	n := 0
+	for j, i := range p.Src[:p.Children] {
+		remove[j] = before[i]
+		n += int(b2u(before[i]))
+	}
+	for k, r := range kids {
+		remove[p.Children+k] = r
+		n += int(b2u(r))
+	}
+	return remove, n
 }
 
 // growEdit selects the splats to clone and to split, in index order, with the splats cut into

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rlxsplat/rlxsplat/internal/engine"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
+	"github.com/rlxsplat/rlxsplat/internal/splattest"
 )
 
 // around returns x and its float32 neighbours up to k steps either side, and
@@ -110,6 +111,70 @@ func TestPruneMask(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestGrownVerdicts checks the prune after a growth, judged on the splats before it
+// (grownVerdicts), against pruneMask on the grown splats themselves (engine.ApplyEdit, the CPU
+// engine's edit), with splats near both cutoffs cloned and split into 2 and 3 children, and
+// with and without the size tests.
+func TestGrownVerdicts(t *testing.T) {
+	const n, extent = 3000, 2.5
+	rng := rand.New(rand.NewPCG(5, 6))
+	g := splattest.RandomScene(11, n, 0, 0.5)
+	for i := range n {
+		// Opacities around the floor and largest scales around the world limit, where a split
+		// child (its scales divided by 0.8·SplitN) lands on the other side of it.
+		g.OpacityLogits[i] = float32(logit(0.005) + rng.NormFloat64()*0.3)
+		for k := range 3 {
+			g.LogScales[3*i+k] = float32(math.Log(0.1*extent) + rng.NormFloat64()*0.4)
+		}
+	}
+	sh := engine.Shapes{LogScales: g.LogScales, OpacityLogits: g.OpacityLogits}
+	for _, splitN := range []int{2, 3} {
+		e := engine.Edit{SplitN: splitN, SplitScaleDiv: float32(0.8 * float64(splitN))}
+		for i := range n {
+			switch i % 7 {
+			case 1, 4:
+				e.Clone = append(e.Clone, int32(i))
+			case 2:
+				e.Split = append(e.Split, int32(i))
+			}
+		}
+		e.SplitSamples = make([]float32, len(e.Split)*splitN*3)
+		p, err := engine.PlanEdit(e, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		grown := engine.ApplyEdit(g, e, p)
+		gs := engine.Shapes{LogScales: grown.LogScales, OpacityLogits: grown.OpacityLogits}
+		for _, big := range []bool{true, false} {
+			d := &DensifyOptions{PruneOpacity: 0.005, MaxScreenSize: 20, MaxWorldScale: 0.1}
+			want, wantN := pruneMask(gs, engine.Stats{}, d, extent, big, 2)
+			before, _ := pruneMask(sh, engine.Stats{}, d, extent, big, 2)
+			kids, _ := pruneMask(engine.ChildShapes(sh, e), engine.Stats{}, d, extent, big, 2)
+			got, gotN := grownVerdicts(before, p, kids)
+			if !slices.Equal(got, want) || gotN != wantN {
+				t.Fatalf("split into %d, big %v: %d of %d removed, on the grown splats %d", splitN, big, gotN, len(got), wantN)
+			}
+			// The case must hold both verdicts among the copies and among the children.
+			if c := countTrue(want[:p.Children]); c == 0 || c == p.Children {
+				t.Fatalf("split into %d, big %v: %d of %d copies removed: the case checks little", splitN, big, c, p.Children)
+			}
+			if c := countTrue(want[p.Children:]); big && (c == 0 || c == len(want)-p.Children) {
+				t.Fatalf("split into %d: %d of %d children removed: the case checks little", splitN, c, len(want)-p.Children)
+			}
+		}
+	}
+}
+
+func countTrue(b []bool) int {
+	c := 0
+	for _, x := range b {
+		if x {
+			c++
+		}
+	}
+	return c
 }
 
 // TestScaleAbove does the same for the world-size test on log-scales.

@@ -40,9 +40,6 @@ type Trainer struct {
 	order    []int // shuffled training-view order of the current epoch
 	orderPos int
 
-	// grown holds the arrays a growth's shapes were last derived into (densify), reused by
-	// the next growth.
-	grown engine.Shapes
 	// shapes and stats hold the last refinement's reads, their arrays reused by the next
 	// (engine.Reader): refinements read a million splats' values every hundred steps.
 	shapes engine.Shapes
