@@ -167,6 +167,39 @@ func TestGrownVerdicts(t *testing.T) {
 	}
 }
 
+// BenchmarkGrowthPrune times the host's prune after a growth at 900k splats: the verdicts on
+// the splats before it carried through a growth of 10k clones and 5k splits.
+func BenchmarkGrowthPrune(b *testing.B) {
+	const n = 900_000
+	rng := rand.New(rand.NewPCG(1, 2))
+	g := engine.Shapes{LogScales: make([]float32, 3*n), OpacityLogits: make([]float32, n)}
+	for i := range g.LogScales {
+		g.LogScales[i] = float32(rng.NormFloat64() - 4)
+	}
+	for i := range g.OpacityLogits {
+		g.OpacityLogits[i] = float32(rng.NormFloat64() * 3)
+	}
+	e := engine.Edit{SplitN: 2, SplitScaleDiv: 1.6}
+	for i := 0; i < n; i += 90 {
+		e.Clone = append(e.Clone, int32(i))
+	}
+	for i := 45; i < n; i += 180 {
+		e.Split = append(e.Split, int32(i))
+	}
+	e.SplitSamples = make([]float32, len(e.Split)*6)
+	d := &DensifyOptions{PruneOpacity: 0.005, MaxScreenSize: 20, MaxWorldScale: 0.1}
+	workers := runtime.GOMAXPROCS(0)
+	for b.Loop() {
+		p, err := engine.PlanEdit(e, n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		before, _ := pruneMask(g, engine.Stats{}, d, 5, true, workers)
+		kids, _ := pruneMask(engine.ChildShapes(g, e), engine.Stats{}, d, 5, true, workers)
+		grownVerdicts(before, p, kids)
+	}
+}
+
 func countTrue(b []bool) int {
 	c := 0
 	for _, x := range b {
