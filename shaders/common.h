@@ -35,6 +35,11 @@
 DEVICE bool f32_nan(float x) { return x != x; }
 DEVICE bool f32_finite(float x) { return x - x == 0.0f; }
 
+// hyperbolic is prep.Hyperbolic: Q = [[a, b], [b, c]] indefinite by a clear margin,
+// b² > a·c·(1 + 2⁻⁹): a footprint (p−c)ᵀQ(p−c) ≥ 1, the ray model's silhouette of a splat that
+// reaches behind the camera plane (project.cu writes one only with that margin; bin.cu tests it).
+DEVICE bool hyperbolic(float a, float b, float c) { return mul_rn(b, b) > mul_rn(mul_rn(a, c), 1.001953125f); }
+
 // Go's built-in max/min on floats: NaN if either is NaN, and +0 > -0.
 DEVICE float gmaxf(float a, float b)
 {

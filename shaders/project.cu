@@ -248,20 +248,38 @@ DEVICE bool ray_footprint(const Cam& cam, const Geom& g, float r2, u32 i, const 
     DF a01 = df_diff(df_sum(df_sum(df_prod(qp[0], qp[1]), df_prod(qp[2], qp[3])), df_prod(qp[4], qp[5])), df_prod(gv[0], gv[1]));
     DF a11 = df_diff(df_sum(df_sum(df_prod(qp[1], qp[1]), df_prod(qp[3], qp[3])), df_prod(qp[5], qp[5])), df_prod(gv[1], gv[1]));
     DF det = df_diff(df_prod(a00, a11), df_prod(a01, a01));
-    if (!(det.hi > 0.0f) || !(a00.hi > 0.0f) || det.hi == bits_f32(0x7f800000u)) return footprint_whole(cam, i, o);
+    float inf = bits_f32(0x7f800000u);
+    // det < 0: the footprint reaches behind the camera plane and its silhouette is the insides
+    // of a hyperbola's branches, (δ−δ₀)ᵀ(A/kk)(δ−δ₀) ≥ 1 with kk < 0 (prep's rayConic).
+    bool ellipse = det.hi > 0.0f && a00.hi > 0.0f;
+    if (!(ellipse || det.hi < 0.0f) || det.hi == inf || det.hi == -inf) return footprint_whole(cam, i, o);
     DF v0 = df_quot(df_diff(df_prod(a11, gv[0]), df_prod(a01, gv[1])), det);
     DF v1 = df_quot(df_diff(df_prod(a00, gv[1]), df_prod(a01, gv[0])), det);
     DF kk = df_prod(df_prod(a0, a0), df_sum(df_sum(df_of(1.0f), df_prod(gv[0], v0)), df_prod(gv[1], v1)));
-    if (!(kk.hi > 0.0f)) return false;
+    if (ellipse && !(kk.hi > 0.0f)) return false;
+    if (!ellipse && !(kk.hi < 0.0f)) return footprint_whole(cam, i, o);
     DF c0x = df_sum(df_quot(df_of(g.p[0]), df_of(g.p[2])), df_prod(a0, v0));
     DF c0y = df_sum(df_quot(df_of(g.p[1]), df_of(g.p[2])), df_prod(a0, v1));
     DF qa = df_quot(a00, kk), qb = df_quot(a01, kk), qc = df_quot(a11, kk);
-    DF exn = df_root(df_quot(df_prod(a11, kk), det)), eyn = df_root(df_quot(df_prod(a00, kk), det));
     // Pixels p = f·x_n + c: the conic scales by 1/f².
     DF fx = df_of(cam.fx), fy = df_of(cam.fy);
     DF fxx = df_prod(fx, fx), fxy = df_prod(fx, fy), fyy = df_prod(fy, fy);
     DF cx = df_sum(df_prod(fx, c0x), df_of(cam.cx)), cy = df_sum(df_prod(fy, c0y), df_of(cam.cy));
     DF pa = df_quot(qa, fxx), pb = df_quot(qb, fxy), pc = df_quot(qc, fyy);
+    if (!ellipse) {
+        // The whole image's box and radius; the hyperbola for the tile test where its float32
+        // Q is clearly indefinite (else the whole box).
+        bool ok = footprint_whole(cam, i, o);
+        if (ok && hyperbolic(pa.hi, pb.hi, pc.hi) && f32_finite(cx.hi) && f32_finite(cy.hi)) {
+            o.boundCenter[i * 2] = cx.hi;
+            o.boundCenter[i * 2 + 1] = cy.hi;
+            o.boundQ[i * 3] = pa.hi;
+            o.boundQ[i * 3 + 1] = pb.hi;
+            o.boundQ[i * 3 + 2] = pc.hi;
+        }
+        return ok;
+    }
+    DF exn = df_root(df_quot(df_prod(a11, kk), det)), eyn = df_root(df_quot(df_prod(a00, kk), det));
     o.boundCenter[i * 2] = cx.hi;
     o.boundCenter[i * 2 + 1] = cy.hi;
     o.boundQ[i * 3] = pa.hi;

@@ -739,6 +739,18 @@ func TestRayHalfPlaneParity(t *testing.T) {
 		t.Fatalf("the half-plane cut drops nothing on this scene (%d entries with it, %d without)", with, without)
 	}
 	t.Logf("the half-plane cut keeps %d of %d entries", with, without)
+	// And the hyperbolic footprints (splats reaching behind the camera plane, binned by their
+	// silhouette's conic, prep.TileHit): the device must drop the same tiles.
+	hyper := 0
+	for i := 0; i < g.Len(); i++ {
+		if pr.Valid[i] && prep.Hyperbolic(pr.BoundQ[3*i], pr.BoundQ[3*i+1], pr.BoundQ[3*i+2]) {
+			hyper++
+		}
+	}
+	if hyper == 0 {
+		t.Fatal("no hyperbolic footprint on this scene")
+	}
+	t.Logf("%d hyperbolic footprints", hyper)
 	checkStep(t, dev, set, g, v, engine.StepOptions{SHDegree: 1, LR: testLR(), AccumulateStats: true, WantImage: true}, false)
 }
 

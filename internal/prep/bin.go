@@ -50,7 +50,8 @@ type Binner struct {
 // minimum over the box of a positive definite (or indefinite) Q is on its
 // boundary when c lies outside; a Q with a or c ≤ 0 or b not finite covers the
 // whole box, and so does a candidate whose bound overflowed: conservative
-// again.
+// again. A hyperbolic Q (Hyperbolic) is another footprint, (p−c)ᵀQ(p−c) ≥ 1,
+// tested by hyperbolaHit.
 //
 // Measured against the float64 test of the same float32 inputs
 // (TestTileHitFloat32IsConservative): no tile missing; extra tiles 0.0001% of
@@ -82,13 +83,16 @@ func TileHit[F splat.Float](cx, cy, qa, qb, qc F, px0, py0, px1, py1 int) bool {
 		return true
 	}
 	a, b, c := qa, qb, qc
-	if !(a > 0) || !(c > 0) || !finiteF(b) {
-		return true
-	}
 	// γ = 16u and the δ factor 8u: 2⁻²⁰ and 2⁻²¹ for float32, 2⁻⁴⁹ and 2⁻⁵⁰ for float64.
 	gamma, dfac := F(0x1p-20), F(0x1p-21)
 	if F(0x1p-30) != F(0x1p-30)+F(0x1p-60) { // F keeps more than 30 bits: float64
 		gamma, dfac = F(0x1p-49), F(0x1p-50)
+	}
+	if Hyperbolic(a, b, c) {
+		return hyperbolaHit(cx, cy, a, b, c, x0, y0, x1, y1, gamma, dfac)
+	}
+	if !(a > 0) || !(c > 0) || !finiteF(b) {
+		return true
 	}
 	lowest := F(math.Inf(1))
 	for e := 0; e < 4; e++ {
@@ -128,6 +132,70 @@ func TileHit[F splat.Float](cx, cy, qa, qb, qc F, px0, py0, px1, py1 int) bool {
 		lowest = min(lowest, lo)
 	}
 	return lowest <= 1
+}
+
+// Hyperbolic says that Q = [[a, b], [b, c]] is indefinite by a clear margin, b² > a·c·(1 +
+// 2⁻⁹): the ray model's silhouette of a splat that reaches behind the camera plane, whose
+// footprint is (p−c)ᵀQ(p−c) ≥ 1, two branches of a hyperbola (prep's rayFootprint writes one
+// only with that margin). An ellipse's Q has b² < a·c, which no rounding takes past the margin.
+func Hyperbolic[F splat.Float](a, b, c F) bool {
+	return F(b*b) > F(F(a*c)*F(1+0x1p-9))
+}
+
+// hyperbolaHit is TileHit for a hyperbolic Q: does (p−c)ᵀQ(p−c) ≥ 1 hold at a pixel centre of
+// the box [x0, x1]×[y0, y1]? An indefinite form has no maximum inside the box: it is on an
+// edge, at the clamped maximiser where the edge's quadratic is concave (c < 0 for vertical
+// edges, a < 0 for horizontal ones) and at an end where it is convex or linear. Each
+// candidate's value is raised by the bound on its error (TileHit's γ and δ), so that a tile the
+// exact maximum reaches is never missed; any value not finite keeps the tile.
+func hyperbolaHit[F splat.Float](cx, cy, a, b, c, x0, y0, x1, y1, gamma, dfac F) bool {
+	if !finiteF(a) || !finiteF(b) || !finiteF(c) {
+		return true
+	}
+	upper := func(dx, dy, slack F) F {
+		cross := F(F(2*b)*dx) * dy
+		q := F(F(a*dx)*dx) + cross + F(F(c*dy)*dy)
+		s := absF(F(F(a*dx)*dx)) + absF(cross) + absF(F(F(c*dy)*dy))
+		return q + (F(gamma*s) + slack)
+	}
+	highest := F(math.Inf(-1))
+	for e := 0; e < 4; e++ {
+		var hi F
+		if e < 2 {
+			xe := x0
+			if e == 1 {
+				xe = x1
+			}
+			dx := xe - cx
+			if c < 0 {
+				t := F(b*dx) / c
+				y := min(max(cy-t, y0), y1)
+				d := dfac * (absF(cy) + absF(t))
+				hi = upper(dx, y-cy, F(F(-c*d)*d))
+			} else {
+				hi = max(upper(dx, y0-cy, 0), upper(dx, y1-cy, 0))
+			}
+		} else {
+			ye := y0
+			if e == 3 {
+				ye = y1
+			}
+			dy := ye - cy
+			if a < 0 {
+				t := F(b*dy) / a
+				x := min(max(cx-t, x0), x1)
+				d := dfac * (absF(cx) + absF(t))
+				hi = upper(x-cx, dy, F(F(-a*d)*d))
+			} else {
+				hi = max(upper(x0-cx, dy, 0), upper(x1-cx, dy, 0))
+			}
+		}
+		if isNaN(hi) {
+			return true
+		}
+		highest = max(highest, hi)
+	}
+	return highest >= 1
 }
 
 func absF[F splat.Float](x F) F {

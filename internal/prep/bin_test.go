@@ -276,3 +276,69 @@ func TestTileHitFloat32IsConservative(t *testing.T) {
 		t.Fatalf("%d extra tiles of %d: the error bound is too loose", all.extra, all.tiles)
 	}
 }
+
+// The ray model's hyperbolic footprints ((p−c)ᵀQ(p−c) ≥ 1 with an indefinite Q, the insides of
+// a hyperbola's branches): TileHit must keep every tile one of whose pixel centres lies in them
+// by the float64 form, and should drop tiles whose centres all lie clear of them.
+func TestTileHitHyperbolaIsConservative(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testSeed, 29))
+	const ts, span = 16, 20
+	var tiles, hits, extra, missing, hyperbolic int
+	for range 400 {
+		s1 := 1 * math.Pow(300, rng.Float64())
+		s2 := 1 * math.Pow(300, rng.Float64())
+		th := rng.Float64() * math.Pi
+		l1, l2 := 1/(s1*s1), -1/(s2*s2)
+		co, si := math.Cos(th), math.Sin(th)
+		qa := float32(l1*co*co + l2*si*si)
+		qb := float32((l1 - l2) * co * si)
+		qc := float32(l1*si*si + l2*co*co)
+		if !Hyperbolic(qa, qb, qc) {
+			continue // too near a parabola for the margin: the projection keeps the whole box
+		}
+		hyperbolic++
+		cx, cy := float32(rng.Float64()*2000), float32(rng.Float64()*2000)
+		tx0, ty0 := int(cx)/ts-span/2, int(cy)/ts-span/2
+		for ty := ty0; ty < ty0+span; ty++ {
+			for tx := tx0; tx < tx0+span; tx++ {
+				px0, py0 := tx*ts, ty*ts
+				want := false
+				for y := py0; y < py0+ts && !want; y++ {
+					for x := px0; x < px0+ts; x++ {
+						dx, dy := float64(x)+0.5-float64(cx), float64(y)+0.5-float64(cy)
+						if float64(qa)*dx*dx+2*float64(qb)*dx*dy+float64(qc)*dy*dy >= 1 {
+							want = true
+							break
+						}
+					}
+				}
+				got := TileHit(cx, cy, qa, qb, qc, px0, py0, px0+ts, py0+ts)
+				tiles++
+				switch {
+				case want:
+					hits++
+					if !got {
+						missing++
+						if missing <= 3 {
+							t.Errorf("tile (%d,%d) of c=(%v,%v) Q=(%v,%v,%v): a pixel centre is in the footprint, TileHit drops it",
+								tx, ty, cx, cy, qa, qb, qc)
+						}
+					}
+				case got:
+					extra++
+				}
+			}
+		}
+	}
+	t.Logf("%d hyperbolas: %d tiles, %d hit, %d kept beyond them, %d missing", hyperbolic, tiles, hits, extra, missing)
+	if missing > 0 {
+		t.Fatalf("%d tiles with a pixel centre in the footprint were dropped", missing)
+	}
+	if hyperbolic < 300 || hits < tiles/20 || hits == tiles {
+		t.Fatalf("%d hyperbolas, %d hits of %d tiles: the case does not exercise both outcomes", hyperbolic, hits, tiles)
+	}
+	// Beyond the pixel centres' maximum, the continuous box's (and the bound's) price.
+	if extra*10 > tiles-hits {
+		t.Fatalf("%d of %d tiles clear of the footprint kept: the test drops too little", extra, tiles-hits)
+	}
+}

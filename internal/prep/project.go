@@ -420,8 +420,12 @@ func (k *Cam[F]) pixel(x, y F) (F, F) {
 // (wᵀKm)² − (wᵀKw)(mᵀKm − 1) ≥ 0, a quadratic form wᵀ·M·w ≥ 0 in the ray
 // w = (x_n, y_n, 1) (design.md §4.2; this is the dual-quadric projection).
 // With lens distortion the conic's boundary is pushed through the lens and
-// bounded by its box, conservatively; so is a splat whose ellipsoid reaches
-// the camera plane, which may cover any pixel. The conic comes from rayConic,
+// bounded by its box, conservatively. A splat whose ellipsoid reaches behind
+// the camera plane has an unbounded silhouette, the insides of a hyperbola's
+// branches: its box is the whole image, and its conic goes to the tile test
+// (TileHit), which drops the tiles it misses (a splat just beside the camera
+// misses most of the image); degenerate silhouettes, and the camera inside
+// the ellipsoid, keep the whole image. The conic comes from rayConic,
 // in df arithmetic and a form without cancellation: against the formula in
 // 256-bit arithmetic every float32 output (centre, Q, radius) is within 2⁻²³
 // relative and the tile box the same, from near splats to 10⁶ and more of
@@ -440,6 +444,10 @@ func rayFootprint[F splat.Float](cam *Cam[F], set *Settings, st *splatGeom[F], r
 		return whole() // the footprint reaches the camera plane (or the camera is inside it)
 	case coneNone:
 		return false
+	case coneHyperbola:
+		if !cam.Dist.IsPinhole() {
+			return whole()
+		}
 	}
 	if cam.Dist.IsPinhole() {
 		// Pixels p = f·x_n + c: the conic scales by 1/f².
@@ -447,6 +455,16 @@ func rayFootprint[F splat.Float](cam *Cam[F], set *Settings, st *splatGeom[F], r
 		fxx, fxy, fyy := fx.mul(fx), fx.mul(fy), fy.mul(fy)
 		cx, cy := fx.mul(c.c0x).add(dfOf(cam.Cx)), fy.mul(c.c0y).add(dfOf(cam.Cy))
 		pa, pb, pc := c.qa.div(fxx), c.qb.div(fxy), c.qc.div(fyy)
+		if state == coneHyperbola {
+			// The whole image's box and radius; the hyperbola for TileHit where its float32 Q
+			// is clearly indefinite (else the whole box).
+			ok := whole()
+			if ok && Hyperbolic(pa.hi, pb.hi, pc.hi) && finiteF(cx.hi) && finiteF(cy.hi) {
+				out.BoundCenter[i*2], out.BoundCenter[i*2+1] = cx.hi, cy.hi
+				out.BoundQ[i*3], out.BoundQ[i*3+1], out.BoundQ[i*3+2] = pa.hi, pb.hi, pc.hi
+			}
+			return ok
+		}
 		out.BoundCenter[i*2], out.BoundCenter[i*2+1] = cx.hi, cy.hi
 		out.BoundQ[i*3], out.BoundQ[i*3+1], out.BoundQ[i*3+2] = pa.hi, pb.hi, pc.hi
 		ex, ey := fx.mul(c.exn), fy.mul(c.eyn)
@@ -496,11 +514,14 @@ type rayCone[F splat.Float] struct {
 	c0x, c0y, qa, qb, qc, det, kk, exn, eyn df[F]
 }
 
-// rayConic's outcomes: an ellipse, no ellipse (the camera is inside the
-// footprint ellipsoid or the silhouette is unbounded: the whole image), or
+// rayConic's outcomes: an ellipse, a hyperbola (the silhouette of a footprint
+// reaching behind the camera plane: unbounded, its box the whole image, but
+// its conic still decides the tiles, TileHit), no conic (the camera is inside
+// the footprint ellipsoid, or a degenerate silhouette: the whole image), or
 // nothing (out of range).
 const (
 	coneEllipse = iota
+	coneHyperbola
 	coneWhole
 	coneNone
 )
@@ -572,19 +593,30 @@ func rayConic[F splat.Float](cam *Cam[F], st *splatGeom[F], r2 F) (c rayCone[F],
 	}
 	a00, a01, a11 := gram(0, 0), gram(0, 1), gram(1, 1)
 	det := a00.mul(a11).sub(a01.mul(a01))
-	if !(det.hi > 0) || !(a00.hi > 0) || math.IsInf(float64(det.hi), 0) {
-		return c, coneWhole // not an ellipse: the footprint reaches the camera plane
+	ellipse := det.hi > 0 && a00.hi > 0
+	// det < 0: the footprint reaches behind the camera plane, and the plane of the image cuts
+	// both nappes of the cone of lines meeting it: the completed square below holds as it is,
+	// with kk < 0, and the footprint is (δ−δ₀)ᵀ(A/kk)(δ−δ₀) ≥ 1, the insides of a hyperbola's
+	// branches, often far from the image (a splat just beside the camera).
+	if !(ellipse || det.hi < 0) || math.IsInf(float64(det.hi), 0) {
+		return c, coneWhole // a degenerate silhouette that reaches the camera plane
 	}
 	v0 := a11.mul(g[0]).sub(a01.mul(g[1])).div(det)
 	v1 := a00.mul(g[1]).sub(a01.mul(g[0])).div(det)
 	kk := a0.mul(a0).mul(dfOf(F(1)).add(g[0].mul(v0)).add(g[1].mul(v1)))
-	if !(kk.hi > 0) {
+	if ellipse && !(kk.hi > 0) {
 		return c, coneNone
+	}
+	if !ellipse && !(kk.hi < 0) {
+		return c, coneWhole
 	}
 	c.c0x = dfOf(st.p[0]).div(dfOf(st.p[2])).add(a0.mul(v0))
 	c.c0y = dfOf(st.p[1]).div(dfOf(st.p[2])).add(a0.mul(v1))
 	c.qa, c.qb, c.qc = a00.div(kk), a01.div(kk), a11.div(kk)
 	c.det, c.kk = det, kk
+	if !ellipse {
+		return c, coneHyperbola
+	}
 	// Qn⁻¹'s diagonal: qc/qdet = a11·kk/det, qa/qdet = a00·kk/det.
 	c.exn, c.eyn = a11.mul(kk).div(det).sqrt(), a00.mul(kk).div(det).sqrt()
 	return c, coneEllipse

@@ -81,4 +81,32 @@ func TestRayHalfPlaneCutKeepsTheRender(t *testing.T) {
 		t.Fatalf("the half-plane cut dropped nothing: %d entries with it, %d without", with, without)
 	}
 	t.Logf("entries: box %d, conic without the half-plane %d, with it %d", box.entries, without, with)
+
+	// The hyperbolas alone: a splat whose footprint reaches behind the camera plane has the
+	// whole image as its box but keeps its silhouette, the insides of a hyperbola's branches,
+	// for the tile test; with every such Q reset to 0 (the whole box), the same binning keeps
+	// more entries, so the hyperbolas are what dropped them (and the render above is unchanged).
+	hyper := 0
+	flat := *pr
+	flat.BoundQ = slices.Clone(pr.BoundQ)
+	for i := 0; i < g.Len(); i++ {
+		if pr.Valid[i] && prep.Hyperbolic(pr.BoundQ[3*i], pr.BoundQ[3*i+1], pr.BoundQ[3*i+2]) {
+			hyper++
+			flat.BoundQ[3*i], flat.BoundQ[3*i+1], flat.BoundQ[3*i+2] = 0, 0, 0
+		}
+	}
+	entries := func(p *prep.Projected) int {
+		var b prep.Binner
+		if err := prep.Emit(&b, p, w, h, set.TileSize, true, 1); err != nil {
+			t.Fatal(err)
+		}
+		var tl prep.TileLists
+		b.SortInto(&tl)
+		return len(tl.IDs)
+	}
+	withH, withoutH := entries(pr), entries(&flat)
+	if hyper == 0 || withH >= withoutH {
+		t.Fatalf("%d hyperbolic footprints; %d entries with them, %d with the whole box instead", hyper, withH, withoutH)
+	}
+	t.Logf("%d hyperbolic footprints: %d entries, %d with the whole box instead", hyper, withH, withoutH)
 }
