@@ -95,7 +95,7 @@ func TrainOptions(c *config.Config, yaml []byte) train.Options {
 		Densify: train.DensifyOptions{
 			Enabled: c.Densify.Enabled, Strategy: c.Densify.Strategy, From: c.Densify.From, Until: c.Densify.Until, Every: c.Densify.Every,
 			GradThreshold: c.Densify.GradThreshold, PercentDense: c.Densify.PercentDense, SplitN: c.Densify.SplitCount,
-			PruneOpacity: c.Densify.PruneOpacity, ResetEvery: c.Densify.ResetEvery, MaxScreenSize: c.Densify.MaxScreenSize,
+			PruneOpacity: c.Densify.PruneOpacity, ResetEvery: c.Densify.ResetEvery, OpacityReset: c.Densify.OpacityReset, MaxScreenSize: c.Densify.MaxScreenSize,
 			MaxWorldScale: c.Densify.MaxWorldScale, MaxGaussians: c.Densify.MaxGaussians,
 			MCMC: train.MCMCOptions{
 				CapMax: c.MCMC.CapMax, NoiseLR: c.MCMC.NoiseLR, From: c.MCMC.From, Until: c.MCMC.Until,

@@ -212,6 +212,9 @@ type Densify struct {
 	PruneOpacity float64 `yaml:"prune_opacity"`
 	// ResetEvery is the number of steps between opacity resets; 0 = never.
 	ResetEvery int `yaml:"reset_every"`
+	// OpacityReset says whether those steps reset the opacities; off, ResetEvery still
+	// starts the large-splat pruning (gsplat 1.5.3's DefaultStrategy).
+	OpacityReset bool `yaml:"opacity_reset"`
 	// MaxScreenSize prunes screen radii above it (pixels); 0 = off.
 	MaxScreenSize float64 `yaml:"max_screen_size"`
 	// MaxWorldScale prunes scales above it × extent; 0 = off.

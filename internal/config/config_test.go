@@ -50,7 +50,7 @@ func wantDefaults() Config {
 			QuatsLR: 1e-3, OpacityLR: 5e-2, SHDCLR: 2.5e-3, SHRestLR: 1.25e-4, Beta1: 0.9,
 			Beta2: 0.999, Eps: 1e-15, GradClip: 0, VisibleOnly: false},
 		Densify: Densify{Enabled: true, Strategy: StrategyADC, From: 500, Until: 15000, Every: 100, GradThreshold: 2e-4,
-			PercentDense: 0.01, SplitCount: 2, PruneOpacity: 0.005, ResetEvery: 3000,
+			PercentDense: 0.01, SplitCount: 2, PruneOpacity: 0.005, ResetEvery: 3000, OpacityReset: true,
 			MaxScreenSize: 20, MaxWorldScale: 0.1, MaxGaussians: 0},
 		MCMC: MCMC{CapMax: 1000000, NoiseLR: 5e5, From: 500, Until: 25000, Every: 100, MinOpacity: 0.005,
 			OpacityReg: 0.01, ScaleReg: 0.01, Regularize: RegInView},
@@ -509,8 +509,8 @@ func TestKeysDefaultType(t *testing.T) {
 	keys := Keys()
 	// data 8, init 7, model 6, raster 3, loss 2, optim 13, densify 13,
 	// mcmc 8, train 17, output 2.
-	if len(keys) != 79 {
-		t.Errorf("%d keys, want 79", len(keys))
+	if len(keys) != 80 {
+		t.Errorf("%d keys, want 80", len(keys))
 	}
 	if keys[0] != "data.dir" || keys[len(keys)-1] != "output.formats" {
 		t.Errorf("key order: first %s, last %s", keys[0], keys[len(keys)-1])

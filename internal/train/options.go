@@ -86,6 +86,9 @@ type DensifyOptions struct {
 	SplitN        int
 	PruneOpacity  float64
 	ResetEvery    int
+	// OpacityReset: the ResetEvery steps clamp the opacities (the original); without it they
+	// only mark where the large-splat pruning starts.
+	OpacityReset  bool
 	MaxScreenSize float64
 	MaxWorldScale float64
 	MaxGaussians  int

@@ -406,7 +406,7 @@ func (t *Trainer) resetDue(s int) bool {
 	o := &t.opt
 	d := &o.Densify
 	white := o.Background == [3]float32{1, 1, 1} && !o.RandomBackground
-	return d.Enabled && !o.mcmc() && s < d.Until && s < o.Iterations &&
+	return d.Enabled && d.OpacityReset && !o.mcmc() && s < d.Until && s < o.Iterations &&
 		((d.ResetEvery > 0 && s%d.ResetEvery == 0) || (white && s == d.From))
 }
 

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +40,7 @@ func testOptions(out string) Options {
 		Iterations: 60, Seed: 9, SHDegree: 3, SHInterval: 10,
 		MeansLR: 1.6e-4, MeansLRFinal: 1.6e-6, ScalesLR: 5e-3, QuatsLR: 1e-3, OpacityLR: 5e-2, SHDCLR: 2.5e-3, SHRestLR: 1.25e-4,
 		Densify: DensifyOptions{Enabled: true, From: 5, Until: 50, Every: 5, GradThreshold: 2e-5, PercentDense: 0.01,
-			SplitN: 2, PruneOpacity: 0.005, ResetEvery: 20, MaxScreenSize: 20, MaxWorldScale: 0.1},
+			SplitN: 2, PruneOpacity: 0.005, ResetEvery: 20, OpacityReset: true, MaxScreenSize: 20, MaxWorldScale: 0.1},
 		InitMode: "sfm", InitRandomCount: 500, InitOpacity: 0.1, InitRandomScale: 0.3,
 		EvalSteps: []int{30}, LogEvery: 5, PreviewEvery: 30, CheckpointEvery: 25, KeepCheckpoints: 0,
 		OutDir: out, ConfigYAML: []byte("test: true\n"), Workers: 2,
@@ -269,6 +271,48 @@ func TestEvaluationPrecedesOpacityReset(t *testing.T) {
 	}
 	if !(evals[0].PSNR > evals[1].PSNR+1) {
 		t.Fatalf("evaluation at the reset step: %.2f dB, one step after the reset %.2f dB; want the first clearly higher", evals[0].PSNR, evals[1].PSNR)
+	}
+}
+
+// Without the opacity reset (gsplat 1.5.3's schedule) no step resets, on any background, and
+// the evaluation after a reset_every step reads as the one before it.
+func TestOpacityResetOff(t *testing.T) {
+	ds := smallDemo(t)
+	for _, tc := range []struct {
+		name  string
+		reset bool
+		white bool
+		due   []int
+	}{
+		{"on", true, false, []int{20, 40}},
+		{"on, white background", true, true, []int{5, 20, 40}},
+		{"off", false, false, nil},
+		{"off, white background", false, true, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opt := testOptions(t.TempDir())
+			opt.Densify.OpacityReset = tc.reset
+			if tc.white {
+				opt.Background = [3]float32{1, 1, 1}
+			}
+			tr := newTrainer(t, ds, opt)
+			var due []int
+			for s := 1; s <= opt.Iterations; s++ {
+				if tr.resetDue(s) {
+					due = append(due, s)
+				}
+			}
+			if !slices.Equal(due, tc.due) {
+				t.Errorf("reset at steps %v, want %v", due, tc.due)
+			}
+		})
+	}
+	opt := testOptions(t.TempDir())
+	opt.Iterations, opt.EvalSteps = 41, []int{40}
+	opt.Densify.ResetEvery, opt.Densify.Until, opt.Densify.OpacityReset = 40, 50, false
+	evals := *runEvals(t, newTrainer(t, ds, opt))
+	if len(evals) != 2 || math.Abs(evals[0].PSNR-evals[1].PSNR) > 1 {
+		t.Fatalf("evaluations %+v at steps 40 and 41 without the reset: want them within 1 dB", evals)
 	}
 }
 
