@@ -43,59 +43,9 @@
 //   keys [cap] u32 tile ids, ids [cap] u32 splat ids
 #include "prelude.h"
 #include "common.h"
+#include "hyperbola.h"
 #include "readout.h"
 #include "entries/bin.h"
-
-// abs_f32 is prep's absF (|−0| stays −0, which no comparison below can tell apart).
-DEVICE float abs_f32(float x) { return x < 0.0f ? -x : x; }
-
-// hyper_upper is a candidate's value (dx, dy) of hyperbola_hit, raised by its rounding bound and
-// slack (prep's hyperbolaHit, the same operations in the same order).
-DEVICE float hyper_upper(float a, float b, float c, float gamma, float dx, float dy, float slack)
-{
-    float cross = mul_rn(mul_rn(mul_rn(2.0f, b), dx), dy);
-    float q = mul_rn(mul_rn(a, dx), dx) + cross + mul_rn(mul_rn(c, dy), dy);
-    float s = abs_f32(mul_rn(mul_rn(a, dx), dx)) + abs_f32(cross) + abs_f32(mul_rn(mul_rn(c, dy), dy));
-    return q + (mul_rn(gamma, s) + slack);
-}
-
-// hyperbola_hit is prep's hyperbolaHit: does (p−c)ᵀQ(p−c) ≥ 1 (a hyperbolic Q: the ray model's
-// silhouette of a splat reaching behind the camera plane) hold at a pixel centre of the box
-// [x0, x1]×[y0, y1]? The maximum is on an edge: at the clamped maximiser where the edge's
-// quadratic is concave, at an end elsewhere; each candidate raised by its error bound.
-DEVICE bool hyperbola_hit(float cx, float cy, float a, float b, float c, float x0, float y0, float x1, float y1,
-                          float gamma, float dfac)
-{
-    if (!f32_finite(a) || !f32_finite(b) || !f32_finite(c)) return true;
-    float highest = bits_f32(0xff800000u); // −Inf
-    for (int e = 0; e < 4; e++) {
-        float hi;
-        if (e < 2) {
-            float dx = (e == 0 ? x0 : x1) - cx;
-            if (c < 0.0f) {
-                float t = mul_rn(b, dx) / c;
-                float y = gminf(gmaxf(cy - t, y0), y1);
-                float d = mul_rn(dfac, abs_f32(cy) + abs_f32(t));
-                hi = hyper_upper(a, b, c, gamma, dx, y - cy, mul_rn(mul_rn(-c, d), d));
-            } else {
-                hi = gmaxf(hyper_upper(a, b, c, gamma, dx, y0 - cy, 0.0f), hyper_upper(a, b, c, gamma, dx, y1 - cy, 0.0f));
-            }
-        } else {
-            float dy = (e == 2 ? y0 : y1) - cy;
-            if (a < 0.0f) {
-                float t = mul_rn(b, dy) / a;
-                float x = gminf(gmaxf(cx - t, x0), x1);
-                float d = mul_rn(dfac, abs_f32(cx) + abs_f32(t));
-                hi = hyper_upper(a, b, c, gamma, x - cx, dy, mul_rn(mul_rn(-a, d), d));
-            } else {
-                hi = gmaxf(hyper_upper(a, b, c, gamma, x0 - cx, dy, 0.0f), hyper_upper(a, b, c, gamma, x1 - cx, dy, 0.0f));
-            }
-        }
-        if (f32_nan(hi)) return true;
-        highest = gmaxf(highest, hi);
-    }
-    return highest >= 1.0f;
-}
 
 // tile_hit is prep.TileHit: does (p−c)ᵀQ(p−c) ≤ 1 reach a pixel centre of the tile with pixel
 // columns [px0, px1) and rows [py0, py1)? It minimises the quadratic over the box of pixel
@@ -107,9 +57,10 @@ DEVICE bool tile_hit(float cx, float cy, float a, float b, float c, int px0, int
     if (a == 0.0f && b == 0.0f && c == 0.0f) return true;
     float x0 = (float)px0 + 0.5f, x1 = (float)px1 - 0.5f;
     float y0 = (float)py0 + 0.5f, y1 = (float)py1 - 0.5f;
-    if (cx >= x0 && cx <= x1 && cy >= y0 && cy <= y1) return true;
-    const float gamma = 1.0f / 1048576.0f, dfac = 1.0f / 2097152.0f; // 2⁻²⁰, 2⁻²¹ (exact)
+    const float gamma = HIT_GAMMA, dfac = HIT_DFAC;
+    // A hyperbola's centre lies between its branches, outside the footprint.
     if (hyperbolic(a, b, c)) return hyperbola_hit(cx, cy, a, b, c, x0, y0, x1, y1, gamma, dfac);
+    if (cx >= x0 && cx <= x1 && cy >= y0 && cy <= y1) return true;
     if (!(a > 0.0f) || !(c > 0.0f) || !f32_finite(b)) return true;
     float lowest = bits_f32(0x7f800000u); // +Inf
     for (int e = 0; e < 4; e++) {

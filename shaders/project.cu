@@ -19,6 +19,7 @@
 //   cam   RayCam by value; rays [H*W,3] f32
 #include "prelude.h"
 #include "common.h"
+#include "hyperbola.h"
 #include "geom.h"
 #include "readout.h"
 
@@ -267,8 +268,9 @@ DEVICE bool ray_footprint(const Cam& cam, const Geom& g, float r2, u32 i, const 
     DF cx = df_sum(df_prod(fx, c0x), df_of(cam.cx)), cy = df_sum(df_prod(fy, c0y), df_of(cam.cy));
     DF pa = df_quot(qa, fxx), pb = df_quot(qb, fxy), pc = df_quot(qc, fyy);
     if (!ellipse) {
-        // The whole image's box and radius; the hyperbola for the tile test where its float32
-        // Q is clearly indefinite (else the whole box).
+        // The whole image's radius; the hyperbola for the tile test where its float32 Q is
+        // clearly indefinite, with the tiles it reaches as the box (none: the splat is off the
+        // image), else the whole box.
         bool ok = footprint_whole(cam, i, o);
         if (ok && hyperbolic(pa.hi, pb.hi, pc.hi) && f32_finite(cx.hi) && f32_finite(cy.hi)) {
             o.boundCenter[i * 2] = cx.hi;
@@ -276,6 +278,8 @@ DEVICE bool ray_footprint(const Cam& cam, const Geom& g, float r2, u32 i, const 
             o.boundQ[i * 3] = pa.hi;
             o.boundQ[i * 3 + 1] = pb.hi;
             o.boundQ[i * 3 + 2] = pc.hi;
+            ok = hyperbola_rect(cx.hi, cy.hi, pa.hi, pb.hi, pc.hi, cam.tileSize, cam.tilesX, cam.tilesY, cam.W, cam.H,
+                                o.rect + i * 4);
         }
         return ok;
     }

@@ -79,17 +79,15 @@ func TileHit[F splat.Float](cx, cy, qa, qb, qc F, px0, py0, px1, py1 int) bool {
 	}
 	x0, x1 := F(px0)+0.5, F(px1)-0.5
 	y0, y1 := F(py0)+0.5, F(py1)-0.5
-	if cx >= x0 && cx <= x1 && cy >= y0 && cy <= y1 {
-		return true
-	}
 	a, b, c := qa, qb, qc
-	// γ = 16u and the δ factor 8u: 2⁻²⁰ and 2⁻²¹ for float32, 2⁻⁴⁹ and 2⁻⁵⁰ for float64.
-	gamma, dfac := F(0x1p-20), F(0x1p-21)
-	if F(0x1p-30) != F(0x1p-30)+F(0x1p-60) { // F keeps more than 30 bits: float64
-		gamma, dfac = F(0x1p-49), F(0x1p-50)
-	}
+	gamma, dfac := roundingBounds[F]()
+	// A hyperbola's centre lies between its branches, outside the footprint: the box holding
+	// it decides like any other.
 	if Hyperbolic(a, b, c) {
 		return hyperbolaHit(cx, cy, a, b, c, x0, y0, x1, y1, gamma, dfac)
+	}
+	if cx >= x0 && cx <= x1 && cy >= y0 && cy <= y1 {
+		return true
 	}
 	if !(a > 0) || !(c > 0) || !finiteF(b) {
 		return true
@@ -132,6 +130,64 @@ func TileHit[F splat.Float](cx, cy, qa, qb, qc F, px0, py0, px1, py1 int) bool {
 		lowest = min(lowest, lo)
 	}
 	return lowest <= 1
+}
+
+// roundingBounds are TileHit's γ = 16u and δ factor 8u for F: 2⁻²⁰ and 2⁻²¹ for float32,
+// 2⁻⁴⁹ and 2⁻⁵⁰ for float64.
+func roundingBounds[F splat.Float]() (gamma, dfac F) {
+	if F(0x1p-30) != F(0x1p-30)+F(0x1p-60) { // F keeps more than 30 bits: float64
+		return F(0x1p-49), F(0x1p-50)
+	}
+	return F(0x1p-20), F(0x1p-21)
+}
+
+// HyperbolaRect is the tile box of a hyperbolic footprint (p−c)ᵀQ(p−c) ≥ 1 on an image of
+// w×h pixels in tiles of ts (tx×ty of them): the smallest box of tiles outside which no
+// tile holds a pixel centre of the footprint, or false when no tile does. The footprint is
+// unbounded, but its box within the image is found by bisection on strips of tiles: "does
+// the footprint reach the columns [0, k]?" is hyperbolaHit over that strip, which is
+// conservative, so the first column where it answers yes has none of the footprint to its
+// left (and likewise from the right, then for the rows within the columns found). About
+// 2·log₂(tx) + 2·log₂(ty) + 1 tests where testing every tile of the image took tx·ty.
+func HyperbolaRect[F splat.Float](cx, cy, a, b, c F, ts, tx, ty, w, h int) (rect [4]int32, ok bool) {
+	gamma, dfac := roundingBounds[F]()
+	// hit tests the tiles of columns [c0, c1) and rows [r0, r1).
+	hit := func(c0, c1, r0, r1 int) bool {
+		x0, x1 := F(c0*ts)+0.5, F(min(c1*ts, w))-0.5
+		y0, y1 := F(r0*ts)+0.5, F(min(r1*ts, h))-0.5
+		return hyperbolaHit(cx, cy, a, b, c, x0, y0, x1, y1, gamma, dfac)
+	}
+	if tx <= 0 || ty <= 0 || !hit(0, tx, 0, ty) {
+		return rect, false
+	}
+	// first returns the smallest k in [lo, hi] with reach(k) (reach(hi) holds), last the
+	// largest with reach(lo) holding; reach is monotone in exact arithmetic, and wherever the
+	// bisection stops, the test that moved it past a strip said no to that strip.
+	first := func(lo, hi int, reach func(int) bool) int {
+		for lo < hi {
+			if mid := (lo + hi) / 2; reach(mid) {
+				hi = mid
+			} else {
+				lo = mid + 1
+			}
+		}
+		return lo
+	}
+	last := func(lo, hi int, reach func(int) bool) int {
+		for lo < hi {
+			if mid := (lo + hi + 1) / 2; reach(mid) {
+				lo = mid
+			} else {
+				hi = mid - 1
+			}
+		}
+		return lo
+	}
+	x0 := first(0, tx-1, func(k int) bool { return hit(0, k+1, 0, ty) })
+	x1 := last(x0, tx-1, func(k int) bool { return hit(k, tx, 0, ty) }) + 1
+	y0 := first(0, ty-1, func(k int) bool { return hit(x0, x1, 0, k+1) })
+	y1 := last(y0, ty-1, func(k int) bool { return hit(x0, x1, k, ty) }) + 1
+	return [4]int32{int32(x0), int32(y0), int32(x1), int32(y1)}, true
 }
 
 // Hyperbolic says that Q = [[a, b], [b, c]] is indefinite by a clear margin, b² > a·c·(1 +

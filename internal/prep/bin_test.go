@@ -342,3 +342,71 @@ func TestTileHitHyperbolaIsConservative(t *testing.T) {
 		t.Fatalf("%d of %d tiles clear of the footprint kept: the test drops too little", extra, tiles-hits)
 	}
 }
+
+// HyperbolaRect's box holds every tile with a pixel centre in the footprint, and is the box
+// of those tiles but where the conservative strip tests keep a strip clear of it: hyperbolas
+// of every size and direction, centred on the image, beside it and far from it, on images
+// whose sides are and are not whole tiles.
+func TestHyperbolaRectHoldsTheFootprint(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testSeed, 31))
+	for _, tc := range []struct{ w, h, ts int }{{203, 131, 16}, {160, 96, 16}, {121, 77, 8}} {
+		tx, ty := (tc.w+tc.ts-1)/tc.ts, (tc.h+tc.ts-1)/tc.ts
+		var cases, off, exact, looser, missing int
+		for range 600 {
+			s1 := math.Pow(200, rng.Float64())
+			s2 := math.Pow(200, rng.Float64())
+			th := rng.Float64() * math.Pi
+			l1, l2 := 1/(s1*s1), -1/(s2*s2)
+			co, si := math.Cos(th), math.Sin(th)
+			qa := float32(l1*co*co + l2*si*si)
+			qb := float32((l1 - l2) * co * si)
+			qc := float32(l1*si*si + l2*co*co)
+			if !Hyperbolic(qa, qb, qc) {
+				continue
+			}
+			cases++
+			cx := float32((rng.Float64()*3 - 1) * float64(tc.w))
+			cy := float32((rng.Float64()*3 - 1) * float64(tc.h))
+			// The exact box of the tiles holding a pixel centre of the footprint.
+			want := [4]int32{int32(tx), int32(ty), -1, -1}
+			for y := 0; y < tc.h; y++ {
+				for x := 0; x < tc.w; x++ {
+					dx, dy := float64(x)+0.5-float64(cx), float64(y)+0.5-float64(cy)
+					if float64(qa)*dx*dx+2*float64(qb)*dx*dy+float64(qc)*dy*dy >= 1 {
+						kx, ky := int32(x/tc.ts), int32(y/tc.ts)
+						want = [4]int32{min(want[0], kx), min(want[1], ky), max(want[2], kx+1), max(want[3], ky+1)}
+					}
+				}
+			}
+			got, ok := HyperbolaRect(cx, cy, qa, qb, qc, tc.ts, tx, ty, tc.w, tc.h)
+			switch {
+			case want[2] < 0:
+				off++
+				if ok && got == [4]int32{0, 0, int32(tx), int32(ty)} {
+					looser++
+				}
+			case !ok || got[0] > want[0] || got[1] > want[1] || got[2] < want[2] || got[3] < want[3]:
+				missing++
+				if missing <= 3 {
+					t.Errorf("%dx%d/%d: c=(%v,%v) Q=(%v,%v,%v): box %v (ok %v) leaves out tiles of %v",
+						tc.w, tc.h, tc.ts, cx, cy, qa, qb, qc, got, ok, want)
+				}
+			case got == want:
+				exact++
+			default:
+				looser++
+			}
+		}
+		t.Logf("%dx%d/%d: %d hyperbolas, %d off the image, %d boxes exact, %d looser, %d missing tiles",
+			tc.w, tc.h, tc.ts, cases, off, exact, looser, missing)
+		if missing > 0 {
+			t.Fatalf("%d boxes leave out tiles of the footprint", missing)
+		}
+		if cases < 400 || off < cases/10 || exact < cases/4 {
+			t.Fatalf("%d hyperbolas, %d off the image, %d exact: the case does not exercise every outcome", cases, off, exact)
+		}
+		if looser*20 > cases {
+			t.Fatalf("%d of %d boxes looser than the tiles the footprint reaches (or whole for one off the image)", looser, cases)
+		}
+	}
+}

@@ -422,10 +422,11 @@ func (k *Cam[F]) pixel(x, y F) (F, F) {
 // With lens distortion the conic's boundary is pushed through the lens and
 // bounded by its box, conservatively. A splat whose ellipsoid reaches behind
 // the camera plane has an unbounded silhouette, the insides of a hyperbola's
-// branches: its box is the whole image, and its conic goes to the tile test
-// (TileHit), which drops the tiles it misses (a splat just beside the camera
-// misses most of the image); degenerate silhouettes, and the camera inside
-// the ellipsoid, keep the whole image. The conic comes from rayConic,
+// branches: its box is that of the tiles the hyperbola reaches on the image
+// (HyperbolaRect; none, and the splat is off the image), and its conic goes to
+// the tile test (TileHit), which drops the tiles in the box it misses (a
+// splat just beside the camera misses most of the image); degenerate
+// silhouettes, and the camera inside the ellipsoid, keep the whole image. The conic comes from rayConic,
 // in df arithmetic and a form without cancellation: against the formula in
 // 256-bit arithmetic every float32 output (centre, Q, radius) is within 2⁻²³
 // relative and the tile box the same, from near splats to 10⁶ and more of
@@ -456,12 +457,18 @@ func rayFootprint[F splat.Float](cam *Cam[F], set *Settings, st *splatGeom[F], r
 		cx, cy := fx.mul(c.c0x).add(dfOf(cam.Cx)), fy.mul(c.c0y).add(dfOf(cam.Cy))
 		pa, pb, pc := c.qa.div(fxx), c.qb.div(fxy), c.qc.div(fyy)
 		if state == coneHyperbola {
-			// The whole image's box and radius; the hyperbola for TileHit where its float32 Q
-			// is clearly indefinite (else the whole box).
+			// The whole image's radius; the hyperbola for TileHit where its float32 Q is
+			// clearly indefinite, with the tiles it reaches as the box (none: the splat is off
+			// the image), else the whole box.
 			ok := whole()
 			if ok && Hyperbolic(pa.hi, pb.hi, pc.hi) && finiteF(cx.hi) && finiteF(cy.hi) {
 				out.BoundCenter[i*2], out.BoundCenter[i*2+1] = cx.hi, cy.hi
 				out.BoundQ[i*3], out.BoundQ[i*3+1], out.BoundQ[i*3+2] = pa.hi, pb.hi, pc.hi
+				r, hit := HyperbolaRect(cx.hi, cy.hi, pa.hi, pb.hi, pc.hi, set.TileSize, cam.TilesX(set.TileSize), cam.TilesY(set.TileSize), cam.W, cam.H)
+				if !hit {
+					return false
+				}
+				copy(out.Rect[i*4:i*4+4], r[:])
 			}
 			return ok
 		}
@@ -515,8 +522,9 @@ type rayCone[F splat.Float] struct {
 }
 
 // rayConic's outcomes: an ellipse, a hyperbola (the silhouette of a footprint
-// reaching behind the camera plane: unbounded, its box the whole image, but
-// its conic still decides the tiles, TileHit), no conic (the camera is inside
+// reaching behind the camera plane: unbounded, its box that of the tiles it
+// reaches on the image, HyperbolaRect, and its conic decides the tiles in it,
+// TileHit), no conic (the camera is inside
 // the footprint ellipsoid, or a degenerate silhouette: the whole image), or
 // nothing (out of range).
 const (

@@ -82,19 +82,27 @@ func TestRayHalfPlaneCutKeepsTheRender(t *testing.T) {
 	}
 	t.Logf("entries: box %d, conic without the half-plane %d, with it %d", box.entries, without, with)
 
-	// The hyperbolas alone: a splat whose footprint reaches behind the camera plane has the
-	// whole image as its box but keeps its silhouette, the insides of a hyperbola's branches,
-	// for the tile test; with every such Q reset to 0 (the whole box), the same binning keeps
-	// more entries, so the hyperbolas are what dropped them (and the render above is unchanged).
-	hyper := 0
+	// The hyperbolas alone: a splat whose footprint reaches behind the camera plane keeps its
+	// silhouette, the insides of a hyperbola's branches, for the tile test, and the tiles it
+	// reaches as its box (prep.HyperbolaRect), not the whole image; with every such Q reset to
+	// 0 (the whole box), the same binning keeps more entries, so the hyperbolas are what
+	// dropped them (and the render above is unchanged).
+	hyper, boxTiles := 0, 0
 	flat := *pr
 	flat.BoundQ = slices.Clone(pr.BoundQ)
 	for i := 0; i < g.Len(); i++ {
 		if pr.Valid[i] && prep.Hyperbolic(pr.BoundQ[3*i], pr.BoundQ[3*i+1], pr.BoundQ[3*i+2]) {
 			hyper++
+			r := pr.Rect[4*i : 4*i+4]
+			boxTiles += int((r[2] - r[0]) * (r[3] - r[1]))
 			flat.BoundQ[3*i], flat.BoundQ[3*i+1], flat.BoundQ[3*i+2] = 0, 0, 0
 		}
 	}
+	whole := hyper * ((w + set.TileSize - 1) / set.TileSize) * ((h + set.TileSize - 1) / set.TileSize)
+	if hyper == 0 || boxTiles*4 > whole*3 {
+		t.Fatalf("%d hyperbolic footprints' boxes hold %d tiles, the whole image %d for each: want them cut", hyper, boxTiles, whole)
+	}
+	t.Logf("%d hyperbolic footprints' boxes: %d tiles, against %d for whole images", hyper, boxTiles, whole)
 	entries := func(p *prep.Projected) int {
 		var b prep.Binner
 		if err := prep.Emit(&b, p, w, h, set.TileSize, true, 1); err != nil {
