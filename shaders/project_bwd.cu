@@ -22,7 +22,9 @@
 //   splat already seen adds its gradients to grads (in view order, as the CPU engine sums
 //   them), one not seen writes them; seen[i] |= valid[i]. adam_step then reads seen as the
 //   batch's valid.
-//   grad2d [n] f32: ‖dL/d(projected centre)‖ in NDC units (pixel gradient × W/2, H/2)
+//   grad2d [n] f32: ‖dL/d(projected centre)‖ in NDC units (pixel gradient × W/2, H/2); with
+//   absGrad (EWA) the same of gMean2dAbs [n,2], raster_bwd's sums of the pixels' contributions
+//   by magnitude (AbsGS), in place of gMean2d
 //   accumulate != 0: statAccum[i] += grad2d, statCount[i] += 1, statMaxRadius[i] = max(…, radius)
 //   for valid splats (the 3DGS densification statistics)
 #include "prelude.h"
@@ -116,6 +118,7 @@ struct PG {
     const GPTR float* conic;
     const GPTR float* rayU;
     const GPTR float* rayA;
+    const GPTR float* mean2dAbs; // with absGrad: AbsGS's position statistic (EWA), else null
 };
 
 // A splat's gradients but the SH ones, in registers: means 3, log-scales 3, quats 4, opacity 1
@@ -225,6 +228,10 @@ DEVICE float ewa_backward(const Cam& cam, const GPTR float* params, u32 n, u32 i
     }
     quat_vjp(st.qh, st.qn, dR, g + G_QUATS);
 
+    if (pg.mean2dAbs) {
+        gmx = pg.mean2dAbs[i * 2];
+        gmy = pg.mean2dAbs[i * 2 + 1];
+    }
     float nx = gmx * (float)cam.W / 2.0f, ny = gmy * (float)cam.H / 2.0f;
     return sqrtd(nx * nx + ny * ny);
 }
@@ -359,7 +366,7 @@ DEVICE void project_bwd_body(Thr th, project_bwd_args a, SPTR float* sSh, SPTR u
         a.seen[i] = 1u;
         // A visible splat's backward writes (or adds) each of its 59 gradients once (the SH ones
         // through sh); one whose prepared-data gradients are all zero has zero gradients.
-        PG pg = {a.gColor, a.gOpacity, a.gMean2d, a.gConic, a.gRayU, a.gRayA};
+        PG pg = {a.gColor, a.gOpacity, a.gMean2d, a.gConic, a.gRayU, a.gRayA, a.absGrad ? a.gMean2dAbs : 0};
         float g[G_N];
         float stat = 0.0f;
         if (pg_zero(cam, pg, i)) {

@@ -43,7 +43,9 @@
 //   finalT [H*W] f32, count [H*W] u32, image [H*W,3] f32, tileWalk [tiles] u32, chunkState
 //   [slots,4,tileSize²] f32 (raster_fwd; a state is read only for a pixel whose count passes
 //   the chunk's end); chunkStart, chunkTile (raster_bwd_chunks); dImage [H*W,3] f32 (dL/dpixel)
-//   gColor [n,3], gOpacity [n]; EWA: gMean2d [n,2], gConic [n,3]; ray: gRayU [n,3], gRayA [n,9]
+//   gColor [n,3], gOpacity [n]; EWA: gMean2d [n,2], gConic [n,3], and with absGrad gMean2dAbs
+//   [n,2] (Σ over pixels of |each pixel's contribution to gMean2d|, per component: AbsGS's
+//   densification statistic); ray: gRayU [n,3], gRayA [n,9]
 //   (f32, zeroed by the host, accumulated here)
 #include "prelude.h"
 #include "common.h"
@@ -51,24 +53,40 @@
 #include "raster.h"
 #include "entries/raster_bwd.h"
 
-// grad_ptr is the gradient word of value index q (0 ≤ q < 16 for ray, < 9 for EWA) of splat
-// id, in raster_bwd's v order: colour 3, opacity 1, then EWA mean2d 2, conic 3 or ray u 3, A 9.
+// grad_ptr is the gradient word of value index q (0 ≤ q < 16 for ray, < 11 for EWA) of splat
+// id, in raster_bwd's v order: colour 3, opacity 1, then EWA mean2d 2, conic 3 and, with
+// absGrad, mean2d's absolute sums 2, or ray u 3, A 9.
 template <bool RAY>
 DEVICE GPTR float* grad_ptr(u32 id, u32 q, GPTR float* gColor, GPTR float* gOpacity, GPTR float* gMean2d,
-                            GPTR float* gConic, GPTR float* gRayU, GPTR float* gRayA)
+                            GPTR float* gConic, GPTR float* gRayU, GPTR float* gRayA, GPTR float* gMean2dAbs)
 {
     if (q < 3u) return gColor + id * 3u + q;
     if (q == 3u) return gOpacity + id;
     if (RAY) return q < 7u ? gRayU + id * 3u + (q - 4u) : gRayA + id * 9u + (q - 7u);
+    if (q >= 9u) return gMean2dAbs + id * 2u + (q - 9u);
     return q < 6u ? gMean2d + id * 2u + (q - 4u) : gConic + id * 3u + (q - 6u);
+}
+
+// flush_grads adds a chunk's per-splat sums (NV values each, in sGrad) to the gradients.
+template <bool RAY, u32 NV>
+DEVICE void flush_grads(Thr th, raster_bwd_args a, SPTR u32* sId, SPTR float* sGrad, u32 nb)
+{
+    for (u32 i = th.tid; i < nb * NV; i += th.bdim) {
+        float g = sGrad[i];
+        if (g != 0.0f)
+            atom_add_f32(grad_ptr<RAY>(sId[i / NV], i % NV, a.gColor, a.gOpacity, a.gMean2d, a.gConic, a.gRayU, a.gRayA,
+                                       a.gMean2dAbs),
+                         g);
+    }
 }
 
 template <bool RAY>
 DEVICE void raster_bwd_chunk(Thr th, raster_bwd_args a, SPTR Staged<RAY, CHUNK>& s, SPTR u32* sId, SPTR float* sGrad, u32 chunk)
 {
     const Raster& rp = a.rp;
-    // Gradient values per splat: colour 3, opacity 1, EWA mean2d 2 + conic 3, ray u 3 + A 9.
-    const u32 nv = RAY ? 16u : 9u;
+    // Gradient values per splat: colour 3, opacity 1, EWA mean2d 2 + conic 3 (+ mean2d's
+    // absolute sums 2 with absGrad), ray u 3 + A 9.
+    const u32 nv = RAY ? 16u : (a.absGrad ? 11u : 9u);
     u32 tile = a.chunkTile[chunk];
     u32 ci = chunk - a.chunkStart[tile]; // the tile's chunk ci: entries [lo, stop) of its list
     u32 lo = ci * CHUNK, stop = lo + CHUNK;
@@ -180,6 +198,8 @@ DEVICE void raster_bwd_chunk(Thr th, raster_bwd_args a, SPTR Staged<RAY, CHUNK>&
                         v[6] = -(dp * dx * dx / 2.0f);
                         v[7] = -(dp * dx * dy);
                         v[8] = -(dp * dy * dy / 2.0f);
+                        v[9] = v[4] < 0.0f ? -v[4] : v[4]; // AbsGS's statistic (read with absGrad)
+                        v[10] = v[5] < 0.0f ? -v[5] : v[5];
                     }
                 }
             }
@@ -191,13 +211,12 @@ DEVICE void raster_bwd_chunk(Thr th, raster_bwd_args a, SPTR Staged<RAY, CHUNK>&
         u32 q = th.lane >> 1;
         if ((th.lane & 1u) == 0u && q < nv) shared_add_f32(&sGrad[j * nv + q], sum);
     }
-    // The block's sums to the gradients (zero where no pixel was hit: nothing to add).
+    // The block's sums to the gradients (zero where no pixel was hit: nothing to add), with
+    // the values per splat a constant (divisions by a variable nv cost the EWA kernel 2 %).
     BARRIER();
-    for (u32 i = th.tid; i < nb * nv; i += th.bdim) {
-        float g = sGrad[i];
-        if (g != 0.0f)
-            atom_add_f32(grad_ptr<RAY>(sId[i / nv], i % nv, a.gColor, a.gOpacity, a.gMean2d, a.gConic, a.gRayU, a.gRayA), g);
-    }
+    if (RAY) flush_grads<RAY, 16u>(th, a, sId, sGrad, nb);
+    else if (nv == 11u) flush_grads<RAY, 11u>(th, a, sId, sGrad, nb);
+    else flush_grads<RAY, 9u>(th, a, sId, sGrad, nb);
 }
 
 // raster_bwd_run is both entry points' body: it walks this block's chunks, with the

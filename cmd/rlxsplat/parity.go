@@ -212,24 +212,35 @@ func gpuParity(ctx context.Context, o *parityOptions, s *streams) (failed, total
 	var rows []fused.CompareRow
 	var checks []string
 	for _, sc := range scenes {
+		// Every model and bin mode, then EWA with AbsGS's statistic (densify.absgrad).
+		sets := []engine.Settings{}
 		for _, m := range []prep.Model{prep.EWA, prep.Ray} {
 			for _, b := range []engine.BinMode{engine.BinGPUConic, engine.BinGPURadiusAABB, engine.BinCPUConic} {
 				set := engine.DefaultSettings()
 				set.Render, set.BinMode = m, b
-				so := engine.StepOptions{SHDegree: sc.sh, LR: parityLR, AccumulateStats: true, WantImage: true}
-				check := fmt.Sprintf("gpu %s %s %s", sc.name, m, b)
-				if err := ctx.Err(); err != nil {
-					return 0, 0, err
-				}
-				r, err := fused.Compare(dev, set, sc.g, sc.v, so)
-				if err != nil {
-					return 0, 0, fmt.Errorf("parity: %s: %w", check, err)
-				}
-				for range r {
-					checks = append(checks, check)
-				}
-				rows = append(rows, r...)
+				sets = append(sets, set)
 			}
+		}
+		abs := engine.DefaultSettings()
+		abs.AbsGrad = true
+		sets = append(sets, abs)
+		for _, set := range sets {
+			so := engine.StepOptions{SHDegree: sc.sh, LR: parityLR, AccumulateStats: true, WantImage: true}
+			check := fmt.Sprintf("gpu %s %s %s", sc.name, set.Render, set.BinMode)
+			if set.AbsGrad {
+				check += " absgrad"
+			}
+			if err := ctx.Err(); err != nil {
+				return 0, 0, err
+			}
+			r, err := fused.Compare(dev, set, sc.g, sc.v, so)
+			if err != nil {
+				return 0, 0, fmt.Errorf("parity: %s: %w", check, err)
+			}
+			for range r {
+				checks = append(checks, check)
+			}
+			rows = append(rows, r...)
 		}
 	}
 	// A step over a batch of views (train.batch_size): its summed gradients against the views

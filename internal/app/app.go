@@ -64,6 +64,7 @@ func EngineSettings(c *config.Config) (engine.Settings, error) {
 	s.RadiusScale = c.Model.RadiusScale
 	s.Near = c.Model.Near
 	s.Antialiased = c.Model.Antialiased
+	s.AbsGrad = c.Densify.AbsGrad && c.Densify.Strategy != config.StrategyMCMC
 	s.TileSize = c.Raster.TileSize
 	s.BinMode = engine.BinMode(c.Raster.BinMode)
 	s.MaxSplatSteps = c.Raster.MaxSplatSteps

@@ -203,6 +203,9 @@ type Densify struct {
 	// GradThreshold is the mean 2D position-gradient norm that triggers
 	// clone/split.
 	GradThreshold float64 `yaml:"grad_threshold"`
+	// AbsGrad makes that statistic AbsGS's: the pixels' contributions to the
+	// 2D mean's gradient summed by magnitude (gsplat's absgrad; ewa only).
+	AbsGrad bool `yaml:"absgrad"`
 	// PercentDense splits clone from split: max scale ≤ PercentDense·extent
 	// clones.
 	PercentDense float64 `yaml:"percent_dense"`

@@ -184,6 +184,9 @@ func (c *Config) problems() []error {
 	}
 	k.atLeast("densify.every", ds.Every, 1, "")
 	k.positive("densify.grad_threshold", ds.GradThreshold)
+	if ds.AbsGrad && c.Model.Render == RenderRay {
+		k.add("densify.absgrad", "true needs model.render ewa: the ray model has no 2D means")
+	}
 	k.positive("densify.percent_dense", ds.PercentDense)
 	k.atLeast("densify.split_count", ds.SplitCount, 2, "")
 	k.floatIn("densify.prune_opacity", ds.PruneOpacity, 0, 1, false, true)

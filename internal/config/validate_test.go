@@ -119,6 +119,8 @@ func TestValidate(t *testing.T) {
 		{"eps 0", func(c *Config) { c.Optim.Eps = 0 }, "optim.eps: 0 is out of range: want > 0"},
 		{"grad_clip -1", func(c *Config) { c.Optim.GradClip = -1 }, "optim.grad_clip: -1 is out of range: want >= 0 (0 = off)"},
 		{"grad_threshold 0", func(c *Config) { c.Densify.GradThreshold = 0 }, "densify.grad_threshold: 0 is out of range: want > 0"},
+		{"absgrad ewa", func(c *Config) { c.Densify.AbsGrad = true }, ""},
+		{"absgrad ray", func(c *Config) { c.Densify.AbsGrad, c.Model.Render = true, RenderRay }, "densify.absgrad: true needs model.render ewa"},
 		{"percent_dense 0", func(c *Config) { c.Densify.PercentDense = 0 }, "densify.percent_dense: 0 is out of range: want > 0"},
 		{"prune_opacity 1", func(c *Config) { c.Densify.PruneOpacity = 1 }, "densify.prune_opacity: 1 is out of range: want a number in [0,1)"},
 		{"max_screen_size -1", func(c *Config) { c.Densify.MaxScreenSize = -1 }, "densify.max_screen_size: -1 is out of range: want >= 0 (0 = off)"},

@@ -32,7 +32,10 @@ type Settings struct {
 	Loss          loss.Kind
 	SSIMLambda    float32
 	Adam          AdamSettings
-	Workers       int
+	// AbsGrad makes the densification statistic AbsGS's (EWA only): the norm of the pixels'
+	// contributions to the 2D mean's gradient summed by magnitude (gsplat's absgrad).
+	AbsGrad bool
+	Workers int
 }
 
 // AdamSettings are the optimizer's fixed settings (learning rates come per
@@ -87,10 +90,13 @@ func (s *Settings) Validate() error {
 	if s.MaxSplatSteps < 0 {
 		return fmt.Errorf("engine: max splat steps %d < 0", s.MaxSplatSteps)
 	}
+	if s.AbsGrad && s.Render == prep.Ray {
+		return fmt.Errorf("engine: the absolute-gradient statistic needs the ewa model's 2D means; the ray model has none")
+	}
 	return nil
 }
 
 // Prep returns the projection settings for an SH degree.
 func (s *Settings) Prep(shDegree int) prep.Settings {
-	return prep.Settings{Model: s.Render, SHDegree: shDegree, Near: s.Near, RadiusScale: s.RadiusScale, Antialiased: s.Antialiased, TileSize: s.TileSize}
+	return prep.Settings{Model: s.Render, SHDegree: shDegree, Near: s.Near, RadiusScale: s.RadiusScale, Antialiased: s.Antialiased, TileSize: s.TileSize, AbsGrad: s.AbsGrad}
 }

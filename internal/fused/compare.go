@@ -700,7 +700,11 @@ func pgFields(model prep.Model, cpu *prep.PrepGrads) []pgField {
 	if model == prep.Ray {
 		return append(fs, pgField{"d rayU", pgRayU, 3, cpu.RayU}, pgField{"d rayA", pgRayA, 9, cpu.RayA})
 	}
-	return append(fs, pgField{"d mean2d", pgMean2D, 2, cpu.Mean2D}, pgField{"d conic", pgConic, 3, cpu.Conic})
+	fs = append(fs, pgField{"d mean2d", pgMean2D, 2, cpu.Mean2D}, pgField{"d conic", pgConic, 3, cpu.Conic})
+	if cpu.Mean2DAbs != nil { // engine.Settings.AbsGrad
+		fs = append(fs, pgField{"d mean2d abs sums", pgMean2DAbs, 2, cpu.Mean2DAbs})
+	}
+	return fs
 }
 
 // hostAdam is internal/adam's step (as the CPU engine configures it) on copies of g and grads.

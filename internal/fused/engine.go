@@ -28,6 +28,9 @@ const (
 	pgRayU    = 9
 	pgRayA    = 12
 	pgFloats  = 21
+	// pgMean2DAbs is the EWA model's absolute sums (engine.Settings.AbsGrad), in the words the
+	// ray model's u takes.
+	pgMean2DAbs = pgRayU
 )
 
 // maxTileSize bounds the tile size: a tile is one thread block of at most 1024 threads.

@@ -25,7 +25,7 @@ func (e *Engine) projectBwd(cam *camera.Camera, shDegree int, accumulate, later 
 		Cam: camArgs(cam, &e.set, shDegree, e.n), Readout: e.ro, Params: abi.B(e.params),
 		Valid: abi.B(e.valid), Radius: abi.B(e.radius), GColor: e.pgAt(pgColor), GOpacity: e.pgAt(pgOpacity),
 		GMean2d: e.pgAt(pgMean2D), GConic: e.pgAt(pgConic), GRayU: e.pgAt(pgRayU), GRayA: e.pgAt(pgRayA),
-		Grads: abi.B(e.grads), Grad2d: abi.B(e.grad2d), Accumulate: acc, StatAccum: abi.B(e.statAccum),
+		AbsGrad: e.absGrad(), GMean2dAbs: e.pgAt(pgMean2DAbs), Grads: abi.B(e.grads), Grad2d: abi.B(e.grad2d), Accumulate: acc, StatAccum: abi.B(e.statAccum),
 		StatCount: abi.B(e.statCount), StatMaxRadius: abi.B(e.statMaxRadius), Later: lat, Seen: abi.B(e.seen),
 		Vis: abi.B(e.vis)})
 }

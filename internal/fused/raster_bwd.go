@@ -19,7 +19,7 @@ func (e *Engine) pgAt(off int) abi.Buf { return abi.At(e.pg, off*e.capN*4) }
 // (capped at e.bwdMaxBlocks, the blocks striding over the chunks) and blocks past it exit at
 // once.
 func (e *Engine) rasterBwd(cam *camera.Camera, bg [3]float32, tiles int) error {
-	if err := e.dev.Memset(e.pg, 0, pgFloats*e.capN*4, 0); err != nil {
+	if err := e.dev.Memset(e.pg, 0, e.pgUsed()*e.capN*4, 0); err != nil {
 		return err
 	}
 	if bound := maxChunks(e.listCap, tiles); bound > e.chunkCap {
@@ -41,5 +41,26 @@ func (e *Engine) rasterBwd(cam *camera.Camera, bg [3]float32, tiles int) error {
 		Rays: abi.B(e.or(e.rays)), FinalT: abi.B(e.finalT), Count: abi.B(e.count), Image: abi.B(e.image),
 		TileWalk: abi.B(e.tileWalk), ChunkState: abi.B(e.chunkState), ChunkStart: abi.B(e.chunkStart),
 		ChunkTile: abi.B(e.chunkTile), DImage: abi.B(e.dImage), GColor: e.pgAt(pgColor), GOpacity: e.pgAt(pgOpacity),
-		GMean2d: e.pgAt(pgMean2D), GConic: e.pgAt(pgConic), GRayU: e.pgAt(pgRayU), GRayA: e.pgAt(pgRayA)})
+		GMean2d: e.pgAt(pgMean2D), GConic: e.pgAt(pgConic), GRayU: e.pgAt(pgRayU), GRayA: e.pgAt(pgRayA),
+		AbsGrad: e.absGrad(), GMean2dAbs: e.pgAt(pgMean2DAbs)})
+}
+
+// pgUsed is how many of the pg buffer's fields (from pgColor on) the render model writes, which
+// rasterBwd zeroes: the ray model all, EWA colour to conic, and its absolute sums with AbsGrad.
+func (e *Engine) pgUsed() int {
+	switch {
+	case e.set.Render == prep.Ray:
+		return pgFloats
+	case e.set.AbsGrad:
+		return pgMean2DAbs + 2
+	}
+	return pgConic + 3
+}
+
+// absGrad is the kernels' flag for engine.Settings.AbsGrad (EWA only: Validate refuses it for ray).
+func (e *Engine) absGrad() uint32 {
+	if e.set.AbsGrad && e.set.Render != prep.Ray {
+		return 1
+	}
+	return 0
 }

@@ -17,6 +17,9 @@ type Settings struct {
 	RadiusScale float64 // ray model: σ = RadiusScale·exp(log_scale)
 	Antialiased bool    // EWA: Mip-Splatting 2D filter on the opacity
 	TileSize    int
+	// AbsGrad: EWA's position statistic (ProjectBackward's grad2D) is AbsGS's, from
+	// PrepGradsOf.Mean2DAbs, not the norm of the mean's own gradient.
+	AbsGrad bool
 	// AlphaMin is the cutoff the footprint is computed for; 0 means the
 	// rasterizer's AlphaMin. The finite-difference checks pass a tiny value
 	// so that footprints never cut a splat off where the check looks.

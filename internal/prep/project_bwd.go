@@ -187,6 +187,11 @@ func ewaBackward[F splat.Float](cam *Cam[F], set *Settings, g *splat.GaussiansOf
 	dq := quatMatVJP(st.qh, st.qn, &dR)
 	copy(grads.Quats[i*4:i*4+4], dq[:])
 
+	if set.AbsGrad && dp.Mean2DAbs != nil {
+		// AbsGS: the pixels' contributions summed by magnitude, so that opposite pulls on a
+		// large splat (under-fit detail on both sides of its centre) no longer cancel.
+		gmx, gmy = dp.Mean2DAbs[i*2], dp.Mean2DAbs[i*2+1]
+	}
 	nx, ny := gmx*F(cam.W)/2, gmy*F(cam.H)/2
 	return sqrt(nx*nx + ny*ny)
 }

@@ -124,9 +124,13 @@ type PrepGradsOf[F splat.Float] struct {
 	Color   []F // [N,3]
 	Opacity []F // [N]
 	Mean2D  []F // [N,2] (EWA)
-	Conic   []F // [N,3] (EWA), with respect to (a, b, c) as stored
-	RayU    []F // [N,3] (Ray)
-	RayA    []F // [N,9] (Ray)
+	// Mean2DAbs is [N,2] (EWA, for Settings.AbsGrad; else nil): Σ over pixels of the absolute
+	// value of each pixel's contribution to Mean2D, per component (AbsGS's statistic; the
+	// rasterizer's backward fills it when it is not nil).
+	Mean2DAbs []F
+	Conic     []F // [N,3] (EWA), with respect to (a, b, c) as stored
+	RayU      []F // [N,3] (Ray)
+	RayA      []F // [N,9] (Ray)
 }
 
 // PrepGrads is the float32 instantiation.

@@ -74,6 +74,11 @@ func (r *Rasterizer[F]) Backward(f *Frame[F], fwd *Forward[F], dImage []F, g *pr
 			stats.AbsMean2D = resize(stats.AbsMean2D, 2*n)
 			out.abs = stats.AbsMean2D
 		}
+	} else if !ray && g.Mean2DAbs != nil {
+		if len(g.Mean2DAbs) != 2*n {
+			return fmt.Errorf("raster: gradient Mean2DAbs has %d values, want %d (N=%d × 2)", len(g.Mean2DAbs), 2*n, n)
+		}
+		out.abs = g.Mean2DAbs
 	}
 
 	for len(r.workers) < pl.workers {
@@ -251,7 +256,7 @@ func (w *worker[F]) backwardEWA(f *Frame[F], pl *plan[F], tile int, fwd *Forward
 	cnt := w.cnt[:np]
 	gr, gg, gb := w.gr[:np], w.gg[:np], w.gb[:np]
 	amin := pl.amin
-	wantStats := dst.hits != nil
+	wantHits, wantAbs := dst.hits != nil, dst.abs != nil
 	ids := f.Lists.IDs[f.Lists.Offsets[tile]:f.Lists.Offsets[tile+1]]
 	for k := int(longest) - 1; k >= 0; k-- {
 		id := ids[k]
@@ -298,7 +303,7 @@ func (w *worker[F]) backwardEWA(f *Frame[F], pl *plan[F], tile int, fwd *Forward
 				da -= dp * dx * dx / 2
 				dbb -= dp * dx * dy
 				dc -= dp * dy * dy / 2
-				if wantStats {
+				if wantAbs {
 					ax += abs(gx)
 					ay += abs(gy)
 				}
@@ -317,8 +322,10 @@ func (w *worker[F]) backwardEWA(f *Frame[F], pl *plan[F], tile int, fwd *Forward
 		dst.conic[3*j] += da
 		dst.conic[3*j+1] += dbb
 		dst.conic[3*j+2] += dc
-		if wantStats {
+		if wantHits {
 			dst.hits[j] += hits
+		}
+		if wantAbs {
 			dst.abs[2*j] += ax
 			dst.abs[2*j+1] += ay
 		}

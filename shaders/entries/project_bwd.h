@@ -18,6 +18,8 @@ struct project_bwd_args {
     const GPTR float* gConic;
     const GPTR float* gRayU;
     const GPTR float* gRayA;
+    u32 absGrad;
+    const GPTR float* gMean2dAbs;
     GPTR float* grads;
     GPTR float* grad2d;
     u32 accumulate;
@@ -33,12 +35,12 @@ DEVICE void project_bwd_body(Thr th, project_bwd_args a, SPTR float* sSh, SPTR u
 
 #if defined(RLX_BACKEND_CUDA)
 
-extern "C" __global__ void __launch_bounds__(128, 6) project_bwd(Cam cam, const GPTR u32* readout, const GPTR float* params, const GPTR u32* valid, const GPTR float* radius, const GPTR float* gColor, const GPTR float* gOpacity, const GPTR float* gMean2d, const GPTR float* gConic, const GPTR float* gRayU, const GPTR float* gRayA, GPTR float* grads, GPTR float* grad2d, u32 accumulate, GPTR float* statAccum, GPTR u32* statCount, GPTR float* statMaxRadius, u32 later, GPTR u32* seen, const GPTR u32* vis)
+extern "C" __global__ void __launch_bounds__(128, 6) project_bwd(Cam cam, const GPTR u32* readout, const GPTR float* params, const GPTR u32* valid, const GPTR float* radius, const GPTR float* gColor, const GPTR float* gOpacity, const GPTR float* gMean2d, const GPTR float* gConic, const GPTR float* gRayU, const GPTR float* gRayA, u32 absGrad, const GPTR float* gMean2dAbs, GPTR float* grads, GPTR float* grad2d, u32 accumulate, GPTR float* statAccum, GPTR u32* statCount, GPTR float* statMaxRadius, u32 later, GPTR u32* seen, const GPTR u32* vis)
 {
     __shared__ float sSh[6272];
     __shared__ u32 sAdd[128];
     const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
-    const project_bwd_args a = {cam, readout, params, valid, radius, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA, grads, grad2d, accumulate, statAccum, statCount, statMaxRadius, later, seen, vis};
+    const project_bwd_args a = {cam, readout, params, valid, radius, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA, absGrad, gMean2dAbs, grads, grad2d, accumulate, statAccum, statCount, statMaxRadius, later, seen, vis};
     project_bwd_body(th, a, sSh, sAdd);
 }
 
@@ -55,15 +57,17 @@ extern "C" __global__ void __launch_bounds__(128, 6) project_bwd(Cam cam, const 
     device const float* gConic [[buffer(8)]],
     device const float* gRayU [[buffer(9)]],
     device const float* gRayA [[buffer(10)]],
-    device float* grads [[buffer(11)]],
-    device float* grad2d [[buffer(12)]],
-    constant u32& accumulate [[buffer(13)]],
-    device float* statAccum [[buffer(14)]],
-    device u32* statCount [[buffer(15)]],
-    device float* statMaxRadius [[buffer(16)]],
-    constant u32& later [[buffer(17)]],
-    device u32* seen [[buffer(18)]],
-    device const u32* vis [[buffer(19)]],
+    constant u32& absGrad [[buffer(11)]],
+    device const float* gMean2dAbs [[buffer(12)]],
+    device float* grads [[buffer(13)]],
+    device float* grad2d [[buffer(14)]],
+    constant u32& accumulate [[buffer(15)]],
+    device float* statAccum [[buffer(16)]],
+    device u32* statCount [[buffer(17)]],
+    device float* statMaxRadius [[buffer(18)]],
+    constant u32& later [[buffer(19)]],
+    device u32* seen [[buffer(20)]],
+    device const u32* vis [[buffer(21)]],
     uint rlx_tid [[thread_position_in_threadgroup]],
     uint rlx_bid [[threadgroup_position_in_grid]],
     uint rlx_bdim [[threads_per_threadgroup]],
@@ -74,7 +78,7 @@ extern "C" __global__ void __launch_bounds__(128, 6) project_bwd(Cam cam, const 
     SHARED float sSh[6272];
     SHARED u32 sAdd[128];
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
-    const project_bwd_args a = {rlx_copy(cam), readout, params, valid, radius, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA, grads, grad2d, accumulate, statAccum, statCount, statMaxRadius, later, seen, vis};
+    const project_bwd_args a = {rlx_copy(cam), readout, params, valid, radius, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA, absGrad, gMean2dAbs, grads, grad2d, accumulate, statAccum, statCount, statMaxRadius, later, seen, vis};
     project_bwd_body(th, a, sSh, sAdd);
 }
 
@@ -82,7 +86,7 @@ extern "C" __global__ void __launch_bounds__(128, 6) project_bwd(Cam cam, const 
 
 extern "C" void emu_launch_project_bwd(const u32* dims, void** args)
 {
-    const project_bwd_args a = {*(Cam const*)args[0], *(const GPTR u32* const*)args[1], *(const GPTR float* const*)args[2], *(const GPTR u32* const*)args[3], *(const GPTR float* const*)args[4], *(const GPTR float* const*)args[5], *(const GPTR float* const*)args[6], *(const GPTR float* const*)args[7], *(const GPTR float* const*)args[8], *(const GPTR float* const*)args[9], *(const GPTR float* const*)args[10], *(GPTR float* const*)args[11], *(GPTR float* const*)args[12], *(u32 const*)args[13], *(GPTR float* const*)args[14], *(GPTR u32* const*)args[15], *(GPTR float* const*)args[16], *(u32 const*)args[17], *(GPTR u32* const*)args[18], *(const GPTR u32* const*)args[19]};
+    const project_bwd_args a = {*(Cam const*)args[0], *(const GPTR u32* const*)args[1], *(const GPTR float* const*)args[2], *(const GPTR u32* const*)args[3], *(const GPTR float* const*)args[4], *(const GPTR float* const*)args[5], *(const GPTR float* const*)args[6], *(const GPTR float* const*)args[7], *(const GPTR float* const*)args[8], *(const GPTR float* const*)args[9], *(const GPTR float* const*)args[10], *(u32 const*)args[11], *(const GPTR float* const*)args[12], *(GPTR float* const*)args[13], *(GPTR float* const*)args[14], *(u32 const*)args[15], *(GPTR float* const*)args[16], *(GPTR u32* const*)args[17], *(GPTR float* const*)args[18], *(u32 const*)args[19], *(GPTR u32* const*)args[20], *(const GPTR u32* const*)args[21]};
     emu::launch_body(dims, [&](Thr th) {
         static float sSh[6272];
         static u32 sAdd[128];

@@ -41,6 +41,8 @@ struct raster_bwd_args {
     GPTR float* gConic;
     GPTR float* gRayU;
     GPTR float* gRayA;
+    u32 absGrad;
+    GPTR float* gMean2dAbs;
 };
 
 DEVICE void raster_bwd_chunks_body(Thr th, raster_bwd_chunks_args a, SPTR u32* warpTot);
@@ -60,23 +62,23 @@ extern "C" __global__ void raster_bwd_chunks(const GPTR u32* readout, const GPTR
     raster_bwd_chunks_body(th, a, warpTot);
 }
 
-extern "C" __global__ void __launch_bounds__(256, 6) raster_bwd_ewa(Raster rp, const GPTR u32* readout, u32 numTiles, const GPTR u32* tileOffsets, const GPTR u32* ids, const GPTR float* opacity, const GPTR float* color, const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU, const GPTR float* rayA, const GPTR float* rays, const GPTR float* finalT, const GPTR u32* count, const GPTR float* image, const GPTR u32* tileWalk, const GPTR float* chunkState, const GPTR u32* chunkStart, const GPTR u32* chunkTile, const GPTR float* dImage, GPTR float* gColor, GPTR float* gOpacity, GPTR float* gMean2d, GPTR float* gConic, GPTR float* gRayU, GPTR float* gRayA)
+extern "C" __global__ void __launch_bounds__(256, 6) raster_bwd_ewa(Raster rp, const GPTR u32* readout, u32 numTiles, const GPTR u32* tileOffsets, const GPTR u32* ids, const GPTR float* opacity, const GPTR float* color, const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU, const GPTR float* rayA, const GPTR float* rays, const GPTR float* finalT, const GPTR u32* count, const GPTR float* image, const GPTR u32* tileWalk, const GPTR float* chunkState, const GPTR u32* chunkStart, const GPTR u32* chunkTile, const GPTR float* dImage, GPTR float* gColor, GPTR float* gOpacity, GPTR float* gMean2d, GPTR float* gConic, GPTR float* gRayU, GPTR float* gRayA, u32 absGrad, GPTR float* gMean2dAbs)
 {
     __shared__ Staged<false, CHUNK> s;
     __shared__ u32 sId[64];
     __shared__ float sGrad[1024];
     const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
-    const raster_bwd_args a = {rp, readout, numTiles, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, finalT, count, image, tileWalk, chunkState, chunkStart, chunkTile, dImage, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA};
+    const raster_bwd_args a = {rp, readout, numTiles, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, finalT, count, image, tileWalk, chunkState, chunkStart, chunkTile, dImage, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA, absGrad, gMean2dAbs};
     raster_bwd_ewa_body(th, a, s, sId, sGrad);
 }
 
-extern "C" __global__ void raster_bwd_ray(Raster rp, const GPTR u32* readout, u32 numTiles, const GPTR u32* tileOffsets, const GPTR u32* ids, const GPTR float* opacity, const GPTR float* color, const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU, const GPTR float* rayA, const GPTR float* rays, const GPTR float* finalT, const GPTR u32* count, const GPTR float* image, const GPTR u32* tileWalk, const GPTR float* chunkState, const GPTR u32* chunkStart, const GPTR u32* chunkTile, const GPTR float* dImage, GPTR float* gColor, GPTR float* gOpacity, GPTR float* gMean2d, GPTR float* gConic, GPTR float* gRayU, GPTR float* gRayA)
+extern "C" __global__ void raster_bwd_ray(Raster rp, const GPTR u32* readout, u32 numTiles, const GPTR u32* tileOffsets, const GPTR u32* ids, const GPTR float* opacity, const GPTR float* color, const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU, const GPTR float* rayA, const GPTR float* rays, const GPTR float* finalT, const GPTR u32* count, const GPTR float* image, const GPTR u32* tileWalk, const GPTR float* chunkState, const GPTR u32* chunkStart, const GPTR u32* chunkTile, const GPTR float* dImage, GPTR float* gColor, GPTR float* gOpacity, GPTR float* gMean2d, GPTR float* gConic, GPTR float* gRayU, GPTR float* gRayA, u32 absGrad, GPTR float* gMean2dAbs)
 {
     __shared__ Staged<true, CHUNK> s;
     __shared__ u32 sId[64];
     __shared__ float sGrad[1024];
     const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
-    const raster_bwd_args a = {rp, readout, numTiles, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, finalT, count, image, tileWalk, chunkState, chunkStart, chunkTile, dImage, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA};
+    const raster_bwd_args a = {rp, readout, numTiles, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, finalT, count, image, tileWalk, chunkState, chunkStart, chunkTile, dImage, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA, absGrad, gMean2dAbs};
     raster_bwd_ray_body(th, a, s, sId, sGrad);
 }
 
@@ -126,6 +128,8 @@ kernel void raster_bwd_chunks(device const u32* readout [[buffer(0)]],
     device float* gConic [[buffer(23)]],
     device float* gRayU [[buffer(24)]],
     device float* gRayA [[buffer(25)]],
+    constant u32& absGrad [[buffer(26)]],
+    device float* gMean2dAbs [[buffer(27)]],
     uint rlx_tid [[thread_position_in_threadgroup]],
     uint rlx_bid [[threadgroup_position_in_grid]],
     uint rlx_bdim [[threads_per_threadgroup]],
@@ -137,7 +141,7 @@ kernel void raster_bwd_chunks(device const u32* readout [[buffer(0)]],
     SHARED u32 sId[64];
     SHARED float sGrad[1024];
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
-    const raster_bwd_args a = {rlx_copy(rp), readout, numTiles, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, finalT, count, image, tileWalk, chunkState, chunkStart, chunkTile, dImage, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA};
+    const raster_bwd_args a = {rlx_copy(rp), readout, numTiles, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, finalT, count, image, tileWalk, chunkState, chunkStart, chunkTile, dImage, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA, absGrad, gMean2dAbs};
     raster_bwd_ewa_body(th, a, s, sId, sGrad);
 }
 
@@ -167,6 +171,8 @@ kernel void raster_bwd_ray(constant Raster& rp [[buffer(0)]],
     device float* gConic [[buffer(23)]],
     device float* gRayU [[buffer(24)]],
     device float* gRayA [[buffer(25)]],
+    constant u32& absGrad [[buffer(26)]],
+    device float* gMean2dAbs [[buffer(27)]],
     uint rlx_tid [[thread_position_in_threadgroup]],
     uint rlx_bid [[threadgroup_position_in_grid]],
     uint rlx_bdim [[threads_per_threadgroup]],
@@ -178,7 +184,7 @@ kernel void raster_bwd_ray(constant Raster& rp [[buffer(0)]],
     SHARED u32 sId[64];
     SHARED float sGrad[1024];
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
-    const raster_bwd_args a = {rlx_copy(rp), readout, numTiles, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, finalT, count, image, tileWalk, chunkState, chunkStart, chunkTile, dImage, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA};
+    const raster_bwd_args a = {rlx_copy(rp), readout, numTiles, tileOffsets, ids, opacity, color, mean2d, conic, rayU, rayA, rays, finalT, count, image, tileWalk, chunkState, chunkStart, chunkTile, dImage, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA, absGrad, gMean2dAbs};
     raster_bwd_ray_body(th, a, s, sId, sGrad);
 }
 
@@ -195,7 +201,7 @@ extern "C" void emu_launch_raster_bwd_chunks(const u32* dims, void** args)
 
 extern "C" void emu_launch_raster_bwd_ewa(const u32* dims, void** args)
 {
-    const raster_bwd_args a = {*(Raster const*)args[0], *(const GPTR u32* const*)args[1], *(u32 const*)args[2], *(const GPTR u32* const*)args[3], *(const GPTR u32* const*)args[4], *(const GPTR float* const*)args[5], *(const GPTR float* const*)args[6], *(const GPTR float* const*)args[7], *(const GPTR float* const*)args[8], *(const GPTR float* const*)args[9], *(const GPTR float* const*)args[10], *(const GPTR float* const*)args[11], *(const GPTR float* const*)args[12], *(const GPTR u32* const*)args[13], *(const GPTR float* const*)args[14], *(const GPTR u32* const*)args[15], *(const GPTR float* const*)args[16], *(const GPTR u32* const*)args[17], *(const GPTR u32* const*)args[18], *(const GPTR float* const*)args[19], *(GPTR float* const*)args[20], *(GPTR float* const*)args[21], *(GPTR float* const*)args[22], *(GPTR float* const*)args[23], *(GPTR float* const*)args[24], *(GPTR float* const*)args[25]};
+    const raster_bwd_args a = {*(Raster const*)args[0], *(const GPTR u32* const*)args[1], *(u32 const*)args[2], *(const GPTR u32* const*)args[3], *(const GPTR u32* const*)args[4], *(const GPTR float* const*)args[5], *(const GPTR float* const*)args[6], *(const GPTR float* const*)args[7], *(const GPTR float* const*)args[8], *(const GPTR float* const*)args[9], *(const GPTR float* const*)args[10], *(const GPTR float* const*)args[11], *(const GPTR float* const*)args[12], *(const GPTR u32* const*)args[13], *(const GPTR float* const*)args[14], *(const GPTR u32* const*)args[15], *(const GPTR float* const*)args[16], *(const GPTR u32* const*)args[17], *(const GPTR u32* const*)args[18], *(const GPTR float* const*)args[19], *(GPTR float* const*)args[20], *(GPTR float* const*)args[21], *(GPTR float* const*)args[22], *(GPTR float* const*)args[23], *(GPTR float* const*)args[24], *(GPTR float* const*)args[25], *(u32 const*)args[26], *(GPTR float* const*)args[27]};
     emu::launch_body(dims, [&](Thr th) {
         static Staged<false, CHUNK> s;
         static u32 sId[64];
@@ -206,7 +212,7 @@ extern "C" void emu_launch_raster_bwd_ewa(const u32* dims, void** args)
 
 extern "C" void emu_launch_raster_bwd_ray(const u32* dims, void** args)
 {
-    const raster_bwd_args a = {*(Raster const*)args[0], *(const GPTR u32* const*)args[1], *(u32 const*)args[2], *(const GPTR u32* const*)args[3], *(const GPTR u32* const*)args[4], *(const GPTR float* const*)args[5], *(const GPTR float* const*)args[6], *(const GPTR float* const*)args[7], *(const GPTR float* const*)args[8], *(const GPTR float* const*)args[9], *(const GPTR float* const*)args[10], *(const GPTR float* const*)args[11], *(const GPTR float* const*)args[12], *(const GPTR u32* const*)args[13], *(const GPTR float* const*)args[14], *(const GPTR u32* const*)args[15], *(const GPTR float* const*)args[16], *(const GPTR u32* const*)args[17], *(const GPTR u32* const*)args[18], *(const GPTR float* const*)args[19], *(GPTR float* const*)args[20], *(GPTR float* const*)args[21], *(GPTR float* const*)args[22], *(GPTR float* const*)args[23], *(GPTR float* const*)args[24], *(GPTR float* const*)args[25]};
+    const raster_bwd_args a = {*(Raster const*)args[0], *(const GPTR u32* const*)args[1], *(u32 const*)args[2], *(const GPTR u32* const*)args[3], *(const GPTR u32* const*)args[4], *(const GPTR float* const*)args[5], *(const GPTR float* const*)args[6], *(const GPTR float* const*)args[7], *(const GPTR float* const*)args[8], *(const GPTR float* const*)args[9], *(const GPTR float* const*)args[10], *(const GPTR float* const*)args[11], *(const GPTR float* const*)args[12], *(const GPTR u32* const*)args[13], *(const GPTR float* const*)args[14], *(const GPTR u32* const*)args[15], *(const GPTR float* const*)args[16], *(const GPTR u32* const*)args[17], *(const GPTR u32* const*)args[18], *(const GPTR float* const*)args[19], *(GPTR float* const*)args[20], *(GPTR float* const*)args[21], *(GPTR float* const*)args[22], *(GPTR float* const*)args[23], *(GPTR float* const*)args[24], *(GPTR float* const*)args[25], *(u32 const*)args[26], *(GPTR float* const*)args[27]};
     emu::launch_body(dims, [&](Thr th) {
         static Staged<true, CHUNK> s;
         static u32 sId[64];

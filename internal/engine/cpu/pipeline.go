@@ -198,6 +198,9 @@ func (p *Pipeline[F]) Backward(g *splat.GaussiansOf[F]) error {
 	if p.PG == nil || len(p.PG.Opacity) != n {
 		p.PG = prep.NewPrepGrads[F](p.Set.Render, n)
 	}
+	if p.Set.AbsGrad && p.Set.Render == prep.EWA && len(p.PG.Mean2DAbs) != 2*n {
+		p.PG.Mean2DAbs = make([]F, 2*n)
+	}
 	if p.Grads == nil || p.Grads.Len() != n {
 		p.Grads = splat.NewOf[F](n)
 	}

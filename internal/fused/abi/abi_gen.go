@@ -603,6 +603,8 @@ type RasterBwdArgs struct {
 	GConic      Buf // written: f32
 	GRayU       Buf // written: f32
 	GRayA       Buf // written: f32
+	AbsGrad     uint32
+	GMean2dAbs  Buf // written: f32
 }
 
 // ProjectBwdArgs are the parameters of project_bwd (shaders/project_bwd.cu), in the kernel's order.
@@ -618,6 +620,8 @@ type ProjectBwdArgs struct {
 	GConic        Buf // read: f32
 	GRayU         Buf // read: f32
 	GRayA         Buf // read: f32
+	AbsGrad       uint32
+	GMean2dAbs    Buf // read: f32
 	Grads         Buf // written: f32
 	Grad2d        Buf // written: f32
 	Accumulate    uint32
@@ -1112,7 +1116,7 @@ func (k *EngineKernels) RasterBwdChunks(grid, block gpu.Dim3, a RasterBwdChunksA
 
 // RasterBwdEwa launches raster_bwd_ewa (shaders/raster_bwd.cu) on a grid of grid blocks of block threads.
 func (k *EngineKernels) RasterBwdEwa(grid, block gpu.Dim3, a RasterBwdArgs) error {
-	l := newLaunch("raster_bwd_ewa", grid, block, 0, 256, 26)
+	l := newLaunch("raster_bwd_ewa", grid, block, 0, 256, 28)
 	l.bytes(a.Rp.Bytes())
 	l.buf("readout", a.Readout, 4)
 	l.u32(a.NumTiles)
@@ -1139,12 +1143,14 @@ func (k *EngineKernels) RasterBwdEwa(grid, block gpu.Dim3, a RasterBwdArgs) erro
 	l.buf("gConic", a.GConic, 4)
 	l.buf("gRayU", a.GRayU, 4)
 	l.buf("gRayA", a.GRayA, 4)
+	l.u32(a.AbsGrad)
+	l.buf("gMean2dAbs", a.GMean2dAbs, 4)
 	return l.run(k.dev, k.rasterBwdEwa)
 }
 
 // RasterBwdRay launches raster_bwd_ray (shaders/raster_bwd.cu) on a grid of grid blocks of block threads.
 func (k *EngineKernels) RasterBwdRay(grid, block gpu.Dim3, a RasterBwdArgs) error {
-	l := newLaunch("raster_bwd_ray", grid, block, 0, 0, 26)
+	l := newLaunch("raster_bwd_ray", grid, block, 0, 0, 28)
 	l.bytes(a.Rp.Bytes())
 	l.buf("readout", a.Readout, 4)
 	l.u32(a.NumTiles)
@@ -1171,12 +1177,14 @@ func (k *EngineKernels) RasterBwdRay(grid, block gpu.Dim3, a RasterBwdArgs) erro
 	l.buf("gConic", a.GConic, 4)
 	l.buf("gRayU", a.GRayU, 4)
 	l.buf("gRayA", a.GRayA, 4)
+	l.u32(a.AbsGrad)
+	l.buf("gMean2dAbs", a.GMean2dAbs, 4)
 	return l.run(k.dev, k.rasterBwdRay)
 }
 
 // ProjectBwd launches project_bwd (shaders/project_bwd.cu) on a grid of grid blocks of block threads.
 func (k *EngineKernels) ProjectBwd(grid, block gpu.Dim3, a ProjectBwdArgs) error {
-	l := newLaunch("project_bwd", grid, block, 0, 128, 20)
+	l := newLaunch("project_bwd", grid, block, 0, 128, 22)
 	l.bytes(a.Cam.Bytes())
 	l.buf("readout", a.Readout, 4)
 	l.buf("params", a.Params, 4)
@@ -1188,6 +1196,8 @@ func (k *EngineKernels) ProjectBwd(grid, block gpu.Dim3, a ProjectBwdArgs) error
 	l.buf("gConic", a.GConic, 4)
 	l.buf("gRayU", a.GRayU, 4)
 	l.buf("gRayA", a.GRayA, 4)
+	l.u32(a.AbsGrad)
+	l.buf("gMean2dAbs", a.GMean2dAbs, 4)
 	l.buf("grads", a.Grads, 4)
 	l.buf("grad2d", a.Grad2d, 4)
 	l.u32(a.Accumulate)
@@ -1344,9 +1354,9 @@ var Kernels = []KernelInfo{
 	{Name: "loss_grad", Unit: "loss.cu", Params: 6, InlineBytes: 108, SharedBytes: 29364, Block: 256, MaxThreads: 0},
 	{Name: "loss_finish", Unit: "loss.cu", Params: 5, InlineBytes: 36, SharedBytes: 6144, Block: 256, MaxThreads: 0},
 	{Name: "raster_bwd_chunks", Unit: "raster_bwd.cu", Params: 5, InlineBytes: 36, SharedBytes: 32, Block: 256, MaxThreads: 0},
-	{Name: "raster_bwd_ewa", Unit: "raster_bwd.cu", Params: 26, InlineBytes: 244, SharedBytes: 7424, Block: 0, MaxThreads: 256},
-	{Name: "raster_bwd_ray", Unit: "raster_bwd.cu", Params: 26, InlineBytes: 244, SharedBytes: 9472, Block: 0, MaxThreads: 0},
-	{Name: "project_bwd", Unit: "project_bwd.cu", Params: 20, InlineBytes: 284, SharedBytes: 25600, Block: 0, MaxThreads: 128},
+	{Name: "raster_bwd_ewa", Unit: "raster_bwd.cu", Params: 28, InlineBytes: 256, SharedBytes: 7424, Block: 0, MaxThreads: 256},
+	{Name: "raster_bwd_ray", Unit: "raster_bwd.cu", Params: 28, InlineBytes: 256, SharedBytes: 9472, Block: 0, MaxThreads: 0},
+	{Name: "project_bwd", Unit: "project_bwd.cu", Params: 22, InlineBytes: 296, SharedBytes: 25600, Block: 0, MaxThreads: 128},
 	{Name: "adam_step", Unit: "adam.cu", Params: 7, InlineBytes: 188, SharedBytes: 72, Block: 256, MaxThreads: 0},
 	{Name: "opacity_reset", Unit: "adam.cu", Params: 3, InlineBytes: 16, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "gather_rows", Unit: "edit.cu", Params: 7, InlineBytes: 40, SharedBytes: 0, Block: 0, MaxThreads: 0},

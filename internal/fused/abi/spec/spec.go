@@ -270,7 +270,8 @@ var Units = []Unit{
 		// block is at most SH_BLOCK threads: the rows of sSh.
 		{Name: "project_bwd", Params: []Param{val("cam", "Cam"), in("readout", U32), in("params", F32), in("valid", U32),
 			in("radius", F32), in("gColor", F32), in("gOpacity", F32), in("gMean2d", F32), in("gConic", F32),
-			in("gRayU", F32), in("gRayA", F32), out("grads", F32), out("grad2d", F32), sc("accumulate", U32),
+			in("gRayU", F32), in("gRayA", F32), sc("absGrad", U32), in("gMean2dAbs", F32), out("grads", F32),
+			out("grad2d", F32), sc("accumulate", U32),
 			out("statAccum", F32), out("statCount", U32), out("statMaxRadius", F32), sc("later", U32), out("seen", U32),
 			in("vis", U32)},
 			MaxThreads: shBlock, MinBlocks: 6, Shared: []Shared{{"sSh", F32, shBlock * shSRow}, {"sAdd", U32, shBlock}}},
@@ -306,7 +307,8 @@ var rasterBwdParams = []Param{val("rp", "Raster"), in("readout", U32), sc("numTi
 	in("ids", U32), in("opacity", F32), in("color", F32), in("mean2d", F32), in("conic", F32), in("rayU", F32),
 	in("rayA", F32), in("rays", F32), in("finalT", F32), in("count", U32), in("image", F32), in("tileWalk", U32),
 	in("chunkState", F32), in("chunkStart", U32), in("chunkTile", U32), in("dImage", F32), out("gColor", F32),
-	out("gOpacity", F32), out("gMean2d", F32), out("gConic", F32), out("gRayU", F32), out("gRayA", F32)}
+	out("gOpacity", F32), out("gMean2d", F32), out("gConic", F32), out("gRayU", F32), out("gRayA", F32),
+	sc("absGrad", U32), out("gMean2dAbs", F32)}
 
 // rasterBwdShared is what a raster_bwd block stages: one chunk's splats (s, a Staged of the
 // model's packets), their ids, and their gradient sums (16 values a splat at most).
