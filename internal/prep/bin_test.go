@@ -280,19 +280,23 @@ func TestTileHitFloat32IsConservative(t *testing.T) {
 // The ray model's hyperbolic footprints ((p−c)ᵀQ(p−c) ≥ 1 with an indefinite Q, the insides of
 // a hyperbola's branches): TileHit must keep every tile one of whose pixel centres lies in them
 // by the float64 form, and should drop tiles whose centres all lie clear of them.
+// randomHyperbola is Q = R(θ)·diag(1/s1², −1/s2²)·R(θ)ᵀ for a random direction θ and semi-axes
+// s1, s2 log-uniform in [1, maxAxis]: a hyperbolic footprint (p−c)ᵀQ(p−c) ≥ 1 of any shape.
+func randomHyperbola(rng *rand.Rand, maxAxis float64) (qa, qb, qc float32) {
+	s1 := math.Pow(maxAxis, rng.Float64())
+	s2 := math.Pow(maxAxis, rng.Float64())
+	th := rng.Float64() * math.Pi
+	l1, l2 := 1/(s1*s1), -1/(s2*s2)
+	co, si := math.Cos(th), math.Sin(th)
+	return float32(l1*co*co + l2*si*si), float32((l1 - l2) * co * si), float32(l1*si*si + l2*co*co)
+}
+
 func TestTileHitHyperbolaIsConservative(t *testing.T) {
 	rng := rand.New(rand.NewPCG(testSeed, 29))
 	const ts, span = 16, 20
 	var tiles, hits, extra, missing, hyperbolic int
 	for range 400 {
-		s1 := 1 * math.Pow(300, rng.Float64())
-		s2 := 1 * math.Pow(300, rng.Float64())
-		th := rng.Float64() * math.Pi
-		l1, l2 := 1/(s1*s1), -1/(s2*s2)
-		co, si := math.Cos(th), math.Sin(th)
-		qa := float32(l1*co*co + l2*si*si)
-		qb := float32((l1 - l2) * co * si)
-		qc := float32(l1*si*si + l2*co*co)
+		qa, qb, qc := randomHyperbola(rng, 300)
 		if !Hyperbolic(qa, qb, qc) {
 			continue // too near a parabola for the margin: the projection keeps the whole box
 		}
@@ -353,14 +357,7 @@ func TestHyperbolaRectHoldsTheFootprint(t *testing.T) {
 		tx, ty := (tc.w+tc.ts-1)/tc.ts, (tc.h+tc.ts-1)/tc.ts
 		var cases, off, exact, looser, missing int
 		for range 600 {
-			s1 := math.Pow(200, rng.Float64())
-			s2 := math.Pow(200, rng.Float64())
-			th := rng.Float64() * math.Pi
-			l1, l2 := 1/(s1*s1), -1/(s2*s2)
-			co, si := math.Cos(th), math.Sin(th)
-			qa := float32(l1*co*co + l2*si*si)
-			qb := float32((l1 - l2) * co * si)
-			qc := float32(l1*si*si + l2*co*co)
+			qa, qb, qc := randomHyperbola(rng, 200)
 			if !Hyperbolic(qa, qb, qc) {
 				continue
 			}
