@@ -341,12 +341,13 @@ func (t *Trainer) Run(ctx context.Context, emit func(Event)) error {
 			return err
 		}
 	}
-	err = t.writes.close(emit)
+	// The final scene is read back and written while the writer's goroutine still writes the
+	// last checkpoint, so that the two files' encoding and syncing overlap (the run waited for
+	// the checkpoint first).
+	ferr := t.finish()
+	err = errors.Join(t.writes.close(emit), ferr)
 	t.writes = nil
-	if err != nil {
-		return err
-	}
-	return t.finish()
+	return err
 }
 
 // observe hands the Observer the scene after step s when it asked for it, then waits while
