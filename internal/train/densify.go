@@ -60,37 +60,37 @@ func (t *Trainer) densify(s int) error {
 	pd := *d
 	pd.MaxScreenSize /= float64(t.opt.coarseFactor(s))
 	big := s > d.ResetEvery && d.ResetEvery > 0
-	var remove []bool
-	var n int
 	if len(edit.Clone)+len(edit.Split) > 0 {
-		if err := t.eng.Apply(edit); err != nil {
+		// Grow and prune in one edit, as pruning the grown set after clone and split (the
+		// original's order) would: a clone is a copy of its source and a split's children share
+		// their shapes (engine.ChildShapes), so each takes one verdict, judged here on the
+		// splats before the edit. No statistics: the original's densification_postfix zeroes
+		// max_radii2D before its prune, so no screen radius is left to prune on.
+		before, beforeN := pruneMask(g, engine.Stats{}, &pd, t.ds.Extent, big, t.opt.Workers)
+		kids, _ := pruneMask(engine.ChildShapes(g, edit), engine.Stats{}, &pd, t.ds.Extent, big, t.opt.Workers)
+		merged, pruned, kept := growAndPrune(edit, before, beforeN, kids)
+		lap("select")
+		if kept == 0 {
+			return fmt.Errorf("train: step %d: pruning would remove all %d Gaussians (opacity below %g)", s, pruned, d.PruneOpacity)
+		}
+		counts["pruned"], counts["gaussians"] = pruned, kept
+		if err := t.eng.Apply(merged); err != nil {
 			return fmt.Errorf("train: step %d: densify: %w", s, err)
 		}
 		lap("grow")
-		// Prune on the grown set, as the original does after clone and split, judged on the
-		// host while the device moves the rows (reading them back waited 11-16 ms a growth at
-		// 0.6-0.8M splats). Apply zeroed the statistics: no screen radius is left to prune on,
-		// as in the original, whose densification_postfix zeroes max_radii2D before its prune.
-		p, err := engine.PlanEdit(edit, g.Len())
-		if err != nil {
-			return fmt.Errorf("train: step %d: densify: %w", s, err)
-		}
-		before, _ := pruneMask(g, engine.Stats{}, &pd, t.ds.Extent, big, t.opt.Workers)
-		kids, _ := pruneMask(engine.ChildShapes(g, edit), engine.Stats{}, &pd, t.ds.Extent, big, t.opt.Workers)
-		remove, n = grownVerdicts(before, p, kids)
 	} else {
-		remove, n = pruneMask(g, st, &pd, t.ds.Extent, big, t.opt.Workers)
-	}
-	lap("select")
-	if n > 0 && n == len(remove) {
-		return fmt.Errorf("train: step %d: pruning would remove all %d Gaussians (opacity below %g)", s, n, d.PruneOpacity)
-	}
-	counts["pruned"], counts["gaussians"] = n, len(remove)-n
-	if n > 0 {
-		if err := t.eng.Apply(engine.Edit{Remove: remove}); err != nil {
-			return fmt.Errorf("train: step %d: prune: %w", s, err)
+		remove, n := pruneMask(g, st, &pd, t.ds.Extent, big, t.opt.Workers)
+		lap("select")
+		if n > 0 && n == len(remove) {
+			return fmt.Errorf("train: step %d: pruning would remove all %d Gaussians (opacity below %g)", s, n, d.PruneOpacity)
 		}
-		lap("prune")
+		counts["pruned"], counts["gaussians"] = n, len(remove)-n
+		if n > 0 {
+			if err := t.eng.Apply(engine.Edit{Remove: remove}); err != nil {
+				return fmt.Errorf("train: step %d: prune: %w", s, err)
+			}
+			lap("prune")
+		}
 	}
 	err = t.eng.ResetStats()
 	lap("reset")
@@ -113,22 +113,40 @@ func statCoverage(st engine.Stats) (seen int, meanViews float64) {
 	return seen, meanViews
 }
 
-// grownVerdicts carries prune verdicts through a growth (plan p): a kept or cloned splat is a
-// copy of its source, shapes and all (engine.ApplyEdit), so it takes the verdict of its source
-// in before; the split children, whose scales differ from their parents', take kids' (judged
-// on engine.ChildShapes, in the same order). It returns the verdicts and how many remove.
-func grownVerdicts(before []bool, p engine.EditPlan, kids []bool) ([]bool, int) {
-	remove := make([]bool, len(p.Src))
-	n := 0
-	for j, i := range p.Src[:p.Children] {
-		remove[j] = before[i]
-		n += int(b2u(before[i]))
+// growAndPrune folds the prune of the grown set into the growth e: before holds the verdicts
+// on the n splats before it (beforeN of them to remove), kids those on its split children (on
+// engine.ChildShapes, child c of split k at k·SplitN + c). A kept or cloned splat is a copy of
+// its source, so a source judged to go is removed and not cloned; the children of a split share
+// their shapes and so their verdict, and a split whose children go is dropped with its samples,
+// its parent removed as the split would have removed it. The merged edit gives the splats of e
+// followed by the prune, in the same order, with the same fresh rows; it takes before over as
+// its Remove mask. It returns the merged edit and how many of the grown set's splats the prune
+// took and kept.
+func growAndPrune(e engine.Edit, before []bool, beforeN int, kids []bool) (merged engine.Edit, pruned, kept int) {
+	merged = engine.Edit{Remove: before, SplitN: e.SplitN, SplitScaleDiv: e.SplitScaleDiv}
+	grown := len(before) - len(e.Split) + len(e.Clone) + len(e.Split)*e.SplitN
+	pruned = beforeN // the kept splats' verdicts, less the split parents' below
+	for _, i := range e.Clone {
+		if before[i] {
+			pruned++
+		} else {
+			merged.Clone = append(merged.Clone, i)
+		}
 	}
-	for k, r := range kids {
-		remove[p.Children+k] = r
-		n += int(b2u(r))
+	per := 3 * e.SplitN
+	for k, i := range e.Split {
+		if before[i] {
+			pruned-- // a parent is not among the grown splats
+		}
+		if kids[k*e.SplitN] {
+			pruned += e.SplitN
+			merged.Remove[i] = true
+			continue
+		}
+		merged.Split = append(merged.Split, i)
+		merged.SplitSamples = append(merged.SplitSamples, e.SplitSamples[k*per:(k+1)*per]...)
 	}
-	return remove, n
+	return merged, pruned, grown - pruned
 }
 
 // growEdit selects the splats to clone and to split, in index order, with the splats cut into

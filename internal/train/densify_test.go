@@ -113,11 +113,13 @@ func TestPruneMask(t *testing.T) {
 	}
 }
 
-// TestGrownVerdicts checks the prune after a growth, judged on the splats before it
-// (grownVerdicts), against pruneMask on the grown splats themselves (engine.ApplyEdit, the CPU
-// engine's edit), with splats near both cutoffs cloned and split into 2 and 3 children, and
-// with and without the size tests.
-func TestGrownVerdicts(t *testing.T) {
+// TestGrowAndPrune checks the growth and the prune of the grown set folded into one edit
+// (growAndPrune, on verdicts judged before the growth) against the growth, then pruneMask on
+// the grown splats themselves and their removal (engine.ApplyEdit, the CPU engine's edit): the
+// same splats, bit for bit, in the same order, copied from the same sources, with the same
+// fresh rows; with splats near both cutoffs cloned and split into 2 and 3 children, random
+// split samples, and with and without the size tests.
+func TestGrowAndPrune(t *testing.T) {
 	const n, extent = 3000, 2.5
 	rng := rand.New(rand.NewPCG(5, 6))
 	g := splattest.RandomScene(11, n, 0, 0.5)
@@ -141,34 +143,74 @@ func TestGrownVerdicts(t *testing.T) {
 			}
 		}
 		e.SplitSamples = make([]float32, len(e.Split)*splitN*3)
-		p, err := engine.PlanEdit(e, n)
+		for i := range e.SplitSamples {
+			e.SplitSamples[i] = float32(rng.NormFloat64())
+		}
+		p1, err := engine.PlanEdit(e, n)
 		if err != nil {
 			t.Fatal(err)
 		}
-		grown := engine.ApplyEdit(g, e, p)
+		grown := engine.ApplyEdit(g, e, p1)
 		gs := engine.Shapes{LogScales: grown.LogScales, OpacityLogits: grown.OpacityLogits}
 		for _, big := range []bool{true, false} {
 			d := &DensifyOptions{PruneOpacity: 0.005, MaxScreenSize: 20, MaxWorldScale: 0.1}
+			// Two edits: the growth, then the prune judged on the grown splats.
 			want, wantN := pruneMask(gs, engine.Stats{}, d, extent, big, 2)
-			before, _ := pruneMask(sh, engine.Stats{}, d, extent, big, 2)
+			p2, err := engine.PlanEdit(engine.Edit{Remove: want}, len(want))
+			if err != nil {
+				t.Fatal(err)
+			}
+			two := engine.ApplyEdit(grown, engine.Edit{Remove: want}, p2)
+			// One edit.
+			before, beforeN := pruneMask(sh, engine.Stats{}, d, extent, big, 2)
 			kids, _ := pruneMask(engine.ChildShapes(sh, e), engine.Stats{}, d, extent, big, 2)
-			got, gotN := grownVerdicts(before, p, kids)
-			if !slices.Equal(got, want) || gotN != wantN {
-				t.Fatalf("split into %d, big %v: %d of %d removed, on the grown splats %d", splitN, big, gotN, len(got), wantN)
+			for k := 0; k < len(kids); k += splitN {
+				for c := 1; c < splitN; c++ {
+					if kids[k+c] != kids[k] {
+						t.Fatalf("split %d: its children's verdicts differ", k/splitN)
+					}
+				}
+			}
+			merged, pruned, kept := growAndPrune(e, before, beforeN, kids)
+			pm, err := engine.PlanEdit(merged, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			one := engine.ApplyEdit(g, merged, pm)
+			if pruned != wantN || kept != len(want)-wantN || one.Len() != two.Len() {
+				t.Fatalf("split into %d, big %v: %d pruned and %d kept (%d splats), want %d and %d (%d)",
+					splitN, big, pruned, kept, one.Len(), wantN, len(want)-wantN, two.Len())
+			}
+			for fi, f := range one.Fields() {
+				w := two.Fields()[fi]
+				for j := range f.Data {
+					if math.Float32bits(f.Data[j]) != math.Float32bits(w.Data[j]) {
+						t.Fatalf("split into %d, big %v: %s value %d is %v, after two edits %v", splitN, big, f.Name, j, f.Data[j], w.Data[j])
+					}
+				}
+			}
+			for j, src := range p2.Src {
+				if pm.Src[j] != p1.Src[src] || (j >= pm.Fresh) != (int(src) >= p1.Fresh) {
+					t.Fatalf("split into %d, big %v: splat %d comes from %d (fresh %v), after two edits from %d (fresh %v)",
+						splitN, big, j, pm.Src[j], j >= pm.Fresh, p1.Src[src], int(src) >= p1.Fresh)
+				}
 			}
 			// The case must hold both verdicts among the copies and among the children.
-			if c := countTrue(want[:p.Children]); c == 0 || c == p.Children {
-				t.Fatalf("split into %d, big %v: %d of %d copies removed: the case checks little", splitN, big, c, p.Children)
+			if c := countTrue(want[:p1.Children]); c == 0 || c == p1.Children {
+				t.Fatalf("split into %d, big %v: %d of %d copies removed: the case checks little", splitN, big, c, p1.Children)
 			}
-			if c := countTrue(want[p.Children:]); big && (c == 0 || c == len(want)-p.Children) {
-				t.Fatalf("split into %d: %d of %d children removed: the case checks little", splitN, c, len(want)-p.Children)
+			if c := countTrue(want[p1.Children:]); big && (c == 0 || c == len(want)-p1.Children) {
+				t.Fatalf("split into %d: %d of %d children removed: the case checks little", splitN, c, len(want)-p1.Children)
 			}
 		}
 	}
 }
 
-// BenchmarkGrowthPrune times the host's prune after a growth at 900k splats: the verdicts on
-// the splats before it carried through a growth of 10k clones and 5k splits.
+// BenchmarkGrowthPrune times the host's share of a growth with its prune at 900k splats (10k
+// clones, 5k splits), from the verdicts to the plans the engine gathers by: "one edit" as
+// densify runs it (growAndPrune, then the engine's PlanEdit of the merged edit); "two edits"
+// as it ran before (the growth's plan, planned again by the engine's Apply, the verdicts carried
+// through it by grownVerdicts, and the prune's plan), for the ratio.
 func BenchmarkGrowthPrune(b *testing.B) {
 	const n = 900_000
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -189,15 +231,48 @@ func BenchmarkGrowthPrune(b *testing.B) {
 	e.SplitSamples = make([]float32, len(e.Split)*6)
 	d := &DensifyOptions{PruneOpacity: 0.005, MaxScreenSize: 20, MaxWorldScale: 0.1}
 	workers := runtime.GOMAXPROCS(0)
-	for b.Loop() {
+	plan := func(e engine.Edit, n int) engine.EditPlan {
 		p, err := engine.PlanEdit(e, n)
 		if err != nil {
 			b.Fatal(err)
 		}
-		before, _ := pruneMask(g, engine.Stats{}, d, 5, true, workers)
-		kids, _ := pruneMask(engine.ChildShapes(g, e), engine.Stats{}, d, 5, true, workers)
-		grownVerdicts(before, p, kids)
+		return p
 	}
+	b.Run("one edit", func(b *testing.B) {
+		for b.Loop() {
+			before, beforeN := pruneMask(g, engine.Stats{}, d, 5, true, workers)
+			kids, _ := pruneMask(engine.ChildShapes(g, e), engine.Stats{}, d, 5, true, workers)
+			merged, _, _ := growAndPrune(e, before, beforeN, kids)
+			plan(merged, n)
+		}
+	})
+	b.Run("two edits", func(b *testing.B) {
+		for b.Loop() {
+			p := plan(e, n)
+			plan(e, n)
+			before, _ := pruneMask(g, engine.Stats{}, d, 5, true, workers)
+			kids, _ := pruneMask(engine.ChildShapes(g, e), engine.Stats{}, d, 5, true, workers)
+			remove, _ := grownVerdicts(before, p, kids)
+			plan(engine.Edit{Remove: remove}, len(remove))
+		}
+	})
+}
+
+// grownVerdicts carries prune verdicts through a growth (plan p), as densify did when it pruned
+// in a second edit: a kept or cloned splat takes the verdict of its source in before, the split
+// children kids' (in the same order). It returns the verdicts and how many remove.
+func grownVerdicts(before []bool, p engine.EditPlan, kids []bool) ([]bool, int) {
+	remove := make([]bool, len(p.Src))
+	n := 0
+	for j, i := range p.Src[:p.Children] {
+		remove[j] = before[i]
+		n += int(b2u(before[i]))
+	}
+	for k, r := range kids {
+		remove[p.Children+k] = r
+		n += int(b2u(r))
+	}
+	return remove, n
 }
 
 func countTrue(b []bool) int {
