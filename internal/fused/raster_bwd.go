@@ -59,7 +59,7 @@ func (e *Engine) pgUsed() int {
 
 // absGrad is the kernels' flag for engine.Settings.AbsGrad (EWA only: Validate refuses it for ray).
 func (e *Engine) absGrad() uint32 {
-	if e.set.AbsGrad && e.set.Render != prep.Ray {
+	if e.set.AbsGrad {
 		return 1
 	}
 	return 0

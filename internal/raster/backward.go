@@ -65,20 +65,23 @@ func (r *Rasterizer[F]) Backward(f *Frame[F], fwd *Forward[F], dImage []F, g *pr
 			return fmt.Errorf("raster: gradient %s has %d values, want %d (N=%d × %d)", c.name, len(c.s), n*c.width, n, c.width)
 		}
 	}
+	// The absolute sums go to g.Mean2DAbs when it is there (the projection's statistic reads
+	// them), else to the stats; the stats get a copy when both want them.
+	if !ray && g.Mean2DAbs != nil {
+		if len(g.Mean2DAbs) != 2*n {
+			return fmt.Errorf("raster: gradient Mean2DAbs has %d values, want %d (N=%d × 2)", len(g.Mean2DAbs), 2*n, n)
+		}
+		out.abs = g.Mean2DAbs
+	}
 	if stats != nil {
 		stats.Hits = resize(stats.Hits, n)
 		out.hits = stats.Hits
 		if ray {
 			stats.AbsMean2D = nil
-		} else {
+		} else if out.abs == nil {
 			stats.AbsMean2D = resize(stats.AbsMean2D, 2*n)
 			out.abs = stats.AbsMean2D
 		}
-	} else if !ray && g.Mean2DAbs != nil {
-		if len(g.Mean2DAbs) != 2*n {
-			return fmt.Errorf("raster: gradient Mean2DAbs has %d values, want %d (N=%d × 2)", len(g.Mean2DAbs), 2*n, n)
-		}
-		out.abs = g.Mean2DAbs
 	}
 
 	for len(r.workers) < pl.workers {
@@ -101,6 +104,9 @@ func (r *Rasterizer[F]) Backward(f *Frame[F], fwd *Forward[F], dImage []F, g *pr
 		}
 	})
 	r.reduce(&out, pl.workers)
+	if stats != nil && !ray && g.Mean2DAbs != nil {
+		stats.AbsMean2D = append(stats.AbsMean2D[:0], g.Mean2DAbs...)
+	}
 	return nil
 }
 

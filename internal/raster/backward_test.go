@@ -387,6 +387,22 @@ func TestStats(t *testing.T) {
 					t.Fatalf("|Mean2D grad %d| = %g above AbsMean2D %g", i, math.Abs(v), st.AbsMean2D[i])
 				}
 			}
+			// The same sums in the prepared gradients' Mean2DAbs (the AbsGrad statistic's
+			// input), alone and with the stats asked for too.
+			for _, withStats := range []bool{false, true} {
+				ga := prep.NewPrepGrads[float64](m, s.proj.N)
+				ga.Mean2DAbs = make([]float64, 2*s.proj.N)
+				var sa *Stats[float64]
+				if withStats {
+					sa = &Stats[float64]{}
+				}
+				if err := Backward(f, &fw, dImage, ga, sa); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(ga.Mean2DAbs, st.AbsMean2D) || (withStats && !slices.Equal(sa.AbsMean2D, st.AbsMean2D)) {
+					t.Fatalf("Mean2DAbs (stats asked for: %v) differs from the stats' AbsMean2D", withStats)
+				}
+			}
 		})
 	}
 }
