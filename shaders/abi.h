@@ -113,7 +113,7 @@ struct AdamGroup {
 };
 static_assert(sizeof(AdamGroup) == 16, "struct AdamGroup: 16 bytes on the host");
 
-// AdamP: one Adam step: the six groups, then β1, β2, 1−β1, 1−β2, ε, the splat count, visible-only, the MCMC regularisers' coefficients (engine.RegCoeffs; 0 = off) and whether they reach the splats in view only (engine.MCMCStep.RegInView), and the factor adam_step takes the summed gradients by (1/B for a batch of B views).
+// AdamP: one Adam step: the six groups, then β1, β2, 1−β1, 1−β2, ε, the splat count, the visible-only groups (bit g for group g), the MCMC regularisers' coefficients (engine.RegCoeffs; 0 = off) and whether they reach the splats in view only (engine.MCMCStep.RegInView), and the factor adam_step takes the summed gradients by (1/B for a batch of B views).
 struct AdamP {
     AdamGroup g[6];
     float b1;

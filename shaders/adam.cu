@@ -1,5 +1,5 @@
 // adam.cu — design.md §5 step 8: packed Adam over the 59 floats of every splat, with per-group
-// learning rates and gradient clips, NaN guards and an optional visible-only update
+// learning rates and gradient clips, NaN guards and optional visible-only groups
 // (internal/adam's stepGroup is the CPU twin, with the same float32 element arithmetic; the
 // bias corrections are folded into stepSize and invSqrtBc2 on the host in float64).
 //
@@ -12,7 +12,9 @@
 //   overflowed: every rank leaves its parameters as they are, and the step runs again).
 //   params, m, v [59n] f32 updated in place; valid [n] u32 (project)
 //   grads [59n] f32: read for valid splats only. An invalid splat's gradient is zero, and
-//   project_bwd does not write it: its elements take g = 0 (or, visible-only, no update).
+//   project_bwd does not write it: its elements take g = 0, or no update at all in a group
+//   whose bit g of ap.visibleOnly is set (engine.AdamSettings.SparseGroups: every group, or
+//   the SH rest alone). A thread whose four elements are all left loads nothing but the flags.
 //   After a batch of views, grads holds the sum of the views' gradients and valid is
 //   project_bwd's seen (valid in some view of the batch); each read gradient is multiplied by
 //   ap.gradScale (1/B: the batch's mean loss; 1 for one view, which leaves it exact).
@@ -81,7 +83,7 @@ DEVICE void adam_step_body(Thr th, adam_step_args a, SPTR float* gtab)
         u32 splat;
         grp[q] = locate(e0 + q, n, splat);
         live[q] = valid[splat] != 0u;
-        upd[q] = live[q] || !ap.visibleOnly;
+        upd[q] = live[q] || ((ap.visibleOnly >> grp[q]) & 1u) == 0u;
         anyLive = anyLive || live[q];
         anyUpd = anyUpd || upd[q];
     }

@@ -29,6 +29,9 @@ type GroupConfig struct {
 	MaxUpdate float32
 	// Min and Max bound the updated values; NaN = no bound.
 	Min, Max float32
+	// VisibleOnly leaves the group's values and moments of the splats out of the step's view
+	// as they are (sparse Adam), where Step is given the view's flags.
+	VisibleOnly bool
 }
 
 // Unbounded returns a GroupConfig with learning rate lr and no clip, clamp
@@ -206,7 +209,7 @@ func (s *GroupStats) add(o GroupStats) {
 // Stats reports one Step.
 type Stats struct {
 	Groups  [NumGroups]GroupStats
-	Updated int // splats updated (all, or the visible ones)
+	Updated int // splats updated in at least one group (all, unless every group is visible-only)
 }
 
 // Total sums the per-group counts.
@@ -226,8 +229,8 @@ const gradLimit = 0x1p64
 // Step applies one Adam step to params with gradients grads (the same SoA
 // layout; every array is read) and the learning rate lr[g] of each group
 // (Config.LRs with any schedule applied). With visible != nil (one flag per
-// splat), only visible splats are updated: the others keep their parameters
-// and moments (sparse Adam).
+// splat), a group whose VisibleOnly is set updates only the visible splats:
+// the others keep that group's parameters and moments (sparse Adam).
 //
 // Per element, in order: a non-finite gradient is used as 0; the gradient is
 // clipped; m ← β1·m + (1−β1)·g, v ← β2·v + (1−β2)·g²; the update
@@ -254,9 +257,9 @@ func (o *Optimizer) Step(params, grads *splat.Gaussians, lr [NumGroups]float32, 
 	}
 
 	var st Stats
-	if visible == nil {
-		st.Updated = n
-	} else {
+	st.Updated = n
+	if visible != nil && o.allVisibleOnly() {
+		st.Updated = 0
 		for _, v := range visible {
 			if v {
 				st.Updated++
@@ -265,9 +268,23 @@ func (o *Optimizer) Step(params, grads *splat.Gaussians, lr [NumGroups]float32, 
 	}
 	for g := range NumGroups {
 		o.Steps[g]++
-		st.Groups[g] = o.stepGroup(Group(g), params, grads, lr[g], visible)
+		vis := visible
+		if !o.cfg.Groups[g].VisibleOnly {
+			vis = nil
+		}
+		st.Groups[g] = o.stepGroup(Group(g), params, grads, lr[g], vis)
 	}
 	return st, nil
+}
+
+// allVisibleOnly reports whether every group updates only the visible splats.
+func (o *Optimizer) allVisibleOnly() bool {
+	for _, g := range o.cfg.Groups {
+		if !g.VisibleOnly {
+			return false
+		}
+	}
+	return true
 }
 
 func (o *Optimizer) stepGroup(grp Group, params, grads *splat.Gaussians, lr float32, visible []bool) GroupStats {

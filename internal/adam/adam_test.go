@@ -355,57 +355,74 @@ func TestNonFiniteGuards(t *testing.T) {
 	}
 }
 
-// TestVisibleOnly: invisible splats keep parameters and moments bit for
-// bit; visible ones move exactly as in a dense step.
+// TestVisibleOnly: in a visible-only group the invisible splats keep their values and moments
+// bit for bit; every other element moves exactly as in a dense step. Every group sparse, and
+// the SH rest alone (the rest of a splat out of view is then left, the other groups not).
 func TestVisibleOnly(t *testing.T) {
 	const n = 5
 	visible := []bool{true, false, true, false, false}
-	sparse, dense := newOpt(t, testConfig(), n), newOpt(t, testConfig(), n)
-	ps, pd := randGaussians(n, seedParams, 1), randGaussians(n, seedParams, 1)
-	for step := range 3 {
-		g := randGaussians(n, seedGrads+uint64(step), 0.1)
-		vis := visible
-		if step == 0 {
-			vis = nil // a dense first step gives the invisible splats non-zero moments to keep
-		}
-		mBefore, vBefore, pBefore := sparse.M.Clone(), sparse.V.Clone(), ps.Clone()
-		st := mustStep(t, sparse, ps, g, testLRs, vis)
-		mustStep(t, dense, pd, g, testLRs, nil)
-		if vis == nil {
-			continue
-		}
-		if st.Updated != 2 {
-			t.Errorf("Updated = %d, want 2", st.Updated)
-		}
-		for grp := range Group(NumGroups) {
-			_, stride, off, width := layout(ps, grp)
-			for i := range n {
-				for c := range width {
-					k := i*stride + off + c
-					type pair struct {
-						name     string
-						now, ref []float32
-					}
-					var checks []pair
-					if visible[i] {
-						checks = []pair{{"value", groupData(ps, grp), groupData(pd, grp)}, {"m", groupData(sparse.M, grp), groupData(dense.M, grp)}, {"v", groupData(sparse.V, grp), groupData(dense.V, grp)}}
-					} else {
-						checks = []pair{{"value", groupData(ps, grp), groupData(pBefore, grp)}, {"m", groupData(sparse.M, grp), groupData(mBefore, grp)}, {"v", groupData(sparse.V, grp), groupData(vBefore, grp)}}
-					}
-					for _, ch := range checks {
-						if math.Float32bits(ch.now[k]) != math.Float32bits(ch.ref[k]) {
-							t.Fatalf("step %d %v splat %d (visible %v): %s %v, want %v", step, grp, i, visible[i], ch.name, ch.now[k], ch.ref[k])
+	for _, c := range []struct {
+		name        string
+		sparse      [NumGroups]bool
+		wantUpdated int
+	}{
+		{"every group", [NumGroups]bool{true, true, true, true, true, true}, 2},
+		{"sh rest", [NumGroups]bool{SHRest: true}, n},
+		{"none", [NumGroups]bool{}, n},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testConfig()
+			for g := range cfg.Groups {
+				cfg.Groups[g].VisibleOnly = c.sparse[g]
+			}
+			sparse, dense := newOpt(t, cfg, n), newOpt(t, testConfig(), n)
+			ps, pd := randGaussians(n, seedParams, 1), randGaussians(n, seedParams, 1)
+			for step := range 3 {
+				g := randGaussians(n, seedGrads+uint64(step), 0.1)
+				vis := visible
+				if step == 0 {
+					vis = nil // a dense first step gives the invisible splats non-zero moments to keep
+				}
+				mBefore, vBefore, pBefore := sparse.M.Clone(), sparse.V.Clone(), ps.Clone()
+				st := mustStep(t, sparse, ps, g, testLRs, vis)
+				mustStep(t, dense, pd, g, testLRs, nil)
+				if vis == nil {
+					continue
+				}
+				if st.Updated != c.wantUpdated {
+					t.Errorf("Updated = %d, want %d", st.Updated, c.wantUpdated)
+				}
+				for grp := range Group(NumGroups) {
+					_, stride, off, width := layout(ps, grp)
+					for i := range n {
+						for k := i*stride + off; k < i*stride+off+width; k++ {
+							type pair struct {
+								name     string
+								now, ref []float32
+							}
+							checks := []pair{{"value", groupData(ps, grp), groupData(pd, grp)}, {"m", groupData(sparse.M, grp), groupData(dense.M, grp)}, {"v", groupData(sparse.V, grp), groupData(dense.V, grp)}}
+							left := c.sparse[grp] && !visible[i]
+							if left {
+								checks = []pair{{"value", groupData(ps, grp), groupData(pBefore, grp)}, {"m", groupData(sparse.M, grp), groupData(mBefore, grp)}, {"v", groupData(sparse.V, grp), groupData(vBefore, grp)}}
+							}
+							for _, ch := range checks {
+								if math.Float32bits(ch.now[k]) != math.Float32bits(ch.ref[k]) {
+									t.Fatalf("step %d %v splat %d (visible %v): %s %v, want %v", step, grp, i, visible[i], ch.name, ch.now[k], ch.ref[k])
+								}
+							}
 						}
 					}
 				}
+				// Visible splats' values must have moved (else the test is vacuous), and the
+				// invisible splats' dense groups too.
+				if ps.Means[0] == pBefore.Means[0] {
+					t.Error("visible splat 0 did not move")
+				}
+				if !c.sparse[Means] && ps.Means[3] == pBefore.Means[3] {
+					t.Error("the dense means of invisible splat 1 did not move")
+				}
 			}
-		}
-		if step == 1 {
-			// Visible splats' values must have moved (else the test is vacuous).
-			if ps.Means[0] == pBefore.Means[0] {
-				t.Error("visible splat 0 did not move")
-			}
-		}
+		})
 	}
 }
 

@@ -71,6 +71,7 @@ func EngineSettings(c *config.Config) (engine.Settings, error) {
 	a := engine.AdamSettings{
 		Beta1: float32(c.Optim.Beta1), Beta2: float32(c.Optim.Beta2), Eps: float32(c.Optim.Eps),
 		GradClip: float32(c.Optim.GradClip), VisibleOnly: c.Optim.VisibleOnly,
+		VisibleOnlySH: c.Optim.VisibleOnlySH,
 	}
 	var err2 error
 	if s.Adam, err2 = a.ForBatch(c.Train.BatchSize); err2 != nil {

@@ -241,6 +241,7 @@ func measureRoofline(fe *fused.Engine, set engine.Settings, w fused.Workload, st
 	w.ConicBin = set.BinMode == engine.BinGPUConic
 	w.SSIM = set.Loss.UsesSSIM()
 	w.AdamVisibleOnly = set.Adam.VisibleOnly
+	w.AdamVisibleSH = set.Adam.VisibleOnlySH
 	costs, err := fused.MinimalCosts(w)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)

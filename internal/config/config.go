@@ -179,6 +179,9 @@ type Optim struct {
 	GradClip float64 `yaml:"grad_clip"`
 	// VisibleOnly updates only the Gaussians visible in the step's view.
 	VisibleOnly bool `yaml:"visible_only"`
+	// VisibleOnlySH updates the SH rest coefficients (bands 1–3) only for the Gaussians in the
+	// step's view; the other parameters stay dense.
+	VisibleOnlySH bool `yaml:"visible_only_sh"`
 }
 
 // Densification strategies (densify.strategy).

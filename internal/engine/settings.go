@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/rlxsplat/rlxsplat/internal/adam"
 	"github.com/rlxsplat/rlxsplat/internal/loss"
 	"github.com/rlxsplat/rlxsplat/internal/prep"
 )
@@ -44,6 +45,35 @@ type AdamSettings struct {
 	Beta1, Beta2, Eps float32
 	GradClip          float32 // elementwise |g| ≤ clip; 0 = off
 	VisibleOnly       bool    // update only splats visible this step (sparse Adam)
+	// VisibleOnlySH updates the SH rest coefficients (bands 1–3, 45 of a splat's 59 values)
+	// only for the splats visible this step; the other groups stay dense. A band-1–3
+	// coefficient of a splat out of view has no gradient, and its dense update only carries
+	// on the view-dependent colour's momentum, at three quarters of Adam's memory traffic.
+	VisibleOnlySH bool
+}
+
+// Optimizer returns the optimizer's configuration for these settings (learning rates 0: they
+// come per step): every group visible-only with VisibleOnly, the SH rest with VisibleOnlySH.
+func (a AdamSettings) Optimizer() adam.Config {
+	c := adam.BaseConfig()
+	c.Beta1, c.Beta2, c.Eps = float64(a.Beta1), float64(a.Beta2), float64(a.Eps)
+	for g := range c.Groups {
+		c.Groups[g].Clip = a.GradClip
+		c.Groups[g].VisibleOnly = a.VisibleOnly || (a.VisibleOnlySH && adam.Group(g) == adam.SHRest)
+	}
+	return c
+}
+
+// SparseGroups is the groups that update only the splats in view, bit g for adam.Group g (the
+// fused engine's adam_step takes it so).
+func (a AdamSettings) SparseGroups() uint32 {
+	var m uint32
+	for g, gc := range a.Optimizer().Groups {
+		if gc.VisibleOnly {
+			m |= 1 << g
+		}
+	}
+	return m
 }
 
 // ForBatch returns the settings for steps over batches of b views, by gsplat's rules for

@@ -34,9 +34,7 @@ func adamArgs(s engine.AdamSettings, lr engine.LR, t int64, n int, m engine.MCMC
 		}
 		ap.G[g] = abi.AdamGroup{StepSize: float32(float64(r) / bc1), InvSqrtBc2: float32(1 / math.Sqrt(bc2)), Clip: s.GradClip}
 	}
-	if s.VisibleOnly {
-		ap.VisibleOnly = 1
-	}
+	ap.VisibleOnly = s.SparseGroups()
 	if n > 0 {
 		ap.Co, ap.Cs = engine.RegCoeffs(m, n)
 	}

@@ -136,9 +136,11 @@ func refAdamBytes(s engine.AdamSettings, lr engine.LR, t int64, n int, m engine.
 	w.f32(float32(1 - b2))
 	w.f32(float32(eps))
 	w.u32(uint32(n))
-	vis := uint32(0)
+	vis := uint32(0) // bit g for group g: means, log-scales, quats, opacities, SH DC, SH rest
 	if s.VisibleOnly {
-		vis = 1
+		vis = 0x3f
+	} else if s.VisibleOnlySH {
+		vis = 0x20
 	}
 	w.u32(vis)
 	w.f32(m.OpacityReg / float32(n))
@@ -215,6 +217,7 @@ func TestArgsBytesMatchReference(t *testing.T) {
 			}
 			for _, step := range []int64{1, 2, 30000} {
 				set.Adam.VisibleOnly = step == 2
+				set.Adam.VisibleOnlySH = step != 1
 				set.Adam.GradClip = float32(step) / 7
 				lr := engine.LR{Means: 1.6e-4, LogScales: 5e-3, Quats: 1e-3, Opacity: 0.05, SHDC: 2.5e-3, SHRest: 1.25e-4}
 				m := engine.MCMCStep{}

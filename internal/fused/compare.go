@@ -292,10 +292,7 @@ func compare(dev gpu.Device, set engine.Settings, g *splat.Gaussians, v *engine.
 	if err != nil {
 		return nil, fmt.Errorf("fused: compare: parameters: %w", err)
 	}
-	var mask []bool
-	if set.Adam.VisibleOnly {
-		mask = pipe.Proj.Valid
-	}
+	mask := pipe.Proj.Valid // for the visible-only groups
 	// The regularisers' gradients, when on, join in Adam on the device (every splat's, or the
 	// splats' in view).
 	withReg := gg.Clone()
@@ -343,7 +340,119 @@ func compare(dev gpu.Device, set engine.Settings, g *splat.Gaussians, v *engine.
 	if err := r.mcmcTerms(ce); err != nil {
 		return nil, err
 	}
+	if err := r.sparseAdam(g); err != nil {
+		return nil, err
+	}
 	return r.out, r.err
+}
+
+// sparseAdam runs adam_step from random non-zero moments, at step 5, on random gradients with a
+// third of the splats out of view, for each choice of visible-only groups (none, the SH rest,
+// every group), and adds a row for each against the CPU optimizer from the same moments. From
+// zero moments an out-of-view element does not move in a dense step either, so the moments
+// must be non-zero for the rows to tell the groups apart: each row also requires the host's
+// result to differ from the dense one wherever a group is left (else it would test nothing).
+func (r *rows) sparseAdam(g *splat.Gaussians) error {
+	fe, n := r.e, g.Len()
+	rng := rand.New(rand.NewPCG(0x5a5e, uint64(n)))
+	grads, m, v := splat.Zeros[float32](n), splat.Zeros[float32](n), splat.Zeros[float32](n)
+	valid := make([]uint32, n)
+	inView := make([]bool, n)
+	for i := range valid {
+		valid[i] = uint32(min(i%3, 1))
+		inView[i] = valid[i] != 0
+	}
+	for k, f := range grads.Fields() {
+		w := len(f.Data) / n
+		mf, vf := m.Fields()[k], v.Fields()[k]
+		for i := range f.Data {
+			if inView[i/w] {
+				f.Data[i] = float32(rng.NormFloat64() * 1e-3)
+			}
+			mf.Data[i] = float32(rng.NormFloat64() * 1e-4)
+			vf.Data[i] = float32(rng.ExpFloat64() * 1e-8)
+		}
+	}
+	const step = 5
+	lr := engine.LR{Means: 1e-3, LogScales: 5e-3, Quats: 1e-3, Opacity: 5e-2, SHDC: 2.5e-3, SHRest: 1.25e-4}
+	host := func(s engine.AdamSettings) (*splat.Gaussians, error) {
+		opt, err := adam.New(s.Optimizer(), n)
+		if err != nil {
+			return nil, fmt.Errorf("fused: compare: host adam: %w", err)
+		}
+		opt.M, opt.V = m.Clone(), v.Clone()
+		for k := range opt.Steps {
+			opt.Steps[k] = step - 1
+		}
+		p := g.Clone()
+		if _, err := opt.Step(p, grads, [adam.NumGroups]float32{lr.Means, lr.LogScales, lr.Quats, lr.Opacity, lr.SHDC, lr.SHRest}, inView); err != nil {
+			return nil, fmt.Errorf("fused: compare: host adam: %w", err)
+		}
+		return p, nil
+	}
+	ds := fe.set.Adam
+	ds.VisibleOnly, ds.VisibleOnlySH = false, false
+	dense, err := host(ds)
+	if err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		name         string
+		all, shRest  bool
+		leftPerSplat int
+	}{
+		{"adam dense from moments", false, false, 0},
+		{"adam visible-only sh rest", false, true, 45},
+		{"adam visible-only", true, false, paramFloats},
+	} {
+		s := fe.set.Adam
+		s.VisibleOnly, s.VisibleOnlySH = c.all, c.shRest
+		if err := fe.upload(g, m, v, step-1, nil); err != nil {
+			return fmt.Errorf("fused: compare: %w", err)
+		}
+		if err := gpu.UploadF32(fe.dev, fe.grads, pack(grads)); err != nil {
+			return fmt.Errorf("fused: compare: gradients: %w", err)
+		}
+		if err := gpu.UploadSlice(fe.dev, fe.valid, 0, valid); err != nil {
+			return fmt.Errorf("fused: compare: valid flags: %w", err)
+		}
+		if err := fe.dev.Memset(fe.ro.B, fe.ro.Off, roWords*4, 0); err != nil {
+			return fmt.Errorf("fused: compare: readout: %w", err)
+		}
+		ap, err := adamArgs(s, lr, step, n, engine.MCMCStep{}, 1)
+		if err != nil {
+			return fmt.Errorf("fused: compare: %w", err)
+		}
+		if err := fe.adam(ap, fe.grads, fe.valid); err != nil {
+			return fmt.Errorf("fused: compare: adam: %w", err)
+		}
+		got, err := fe.Gaussians()
+		if err != nil {
+			return fmt.Errorf("fused: compare: parameters: %w", err)
+		}
+		want, err := host(s)
+		if err != nil {
+			return err
+		}
+		d := countDiff(pack(got), pack(want))
+		left := countDiff(pack(want), pack(dense))
+		out := 0
+		for _, in := range inView {
+			if !in {
+				out++
+			}
+		}
+		// A left value of a splat out of view differs from its dense update unless that update
+		// rounds away (a moment drawn near zero): the host's result must differ from the dense
+		// one in most of those values and nowhere else.
+		maxLeft := out * c.leftPerSplat
+		if left > maxLeft || (maxLeft > 0 && 10*left < 9*maxLeft) {
+			d += n * paramFloats
+		}
+		r.count(c.name, d, n*paramFloats, fmt.Sprintf("%d of %d values differ from the CPU optimizer from the same moments; %d values left where a dense step moves them (of %d in groups left out of view)",
+			min(d, n*paramFloats), n*paramFloats, left, maxLeft))
+	}
+	return nil
 }
 
 // relocation starts the fused engine from the CPU engine's state and applies the same MCMC
@@ -481,11 +590,7 @@ func (r *rows) regularisedAdam(g *splat.Gaussians, m engine.MCMCStep) error {
 		inView[i] = valid[i] != 0
 	}
 	engine.RegularizerGrads(grads, g, m, inView, 0, n)
-	var mask []bool
-	if fe.set.Adam.VisibleOnly {
-		mask = inView
-	}
-	want, err := hostAdam(fe.set.Adam, lr, g, grads, mask)
+	want, err := hostAdam(fe.set.Adam, lr, g, grads, inView)
 	if err != nil {
 		return err
 	}
@@ -709,12 +814,7 @@ func pgFields(model prep.Model, cpu *prep.PrepGrads) []pgField {
 
 // hostAdam is internal/adam's step (as the CPU engine configures it) on copies of g and grads.
 func hostAdam(s engine.AdamSettings, lr engine.LR, g, grads *splat.Gaussians, mask []bool) (*splat.Gaussians, error) {
-	c := adam.BaseConfig()
-	c.Beta1, c.Beta2, c.Eps = float64(s.Beta1), float64(s.Beta2), float64(s.Eps)
-	for k := range c.Groups {
-		c.Groups[k].Clip = s.GradClip
-	}
-	opt, err := adam.New(c, g.Len())
+	opt, err := adam.New(s.Optimizer(), g.Len())
 	if err != nil {
 		return nil, fmt.Errorf("fused: compare: host adam: %w", err)
 	}

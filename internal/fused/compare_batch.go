@@ -166,11 +166,7 @@ func CompareBatch(dev gpu.Device, set engine.Settings, g *splat.Gaussians, vs []
 		inView[i] = s != 0
 	}
 	engine.RegularizerGrads(batch, g, o.MCMC, inView, 0, n)
-	var mask []bool
-	if set.Adam.VisibleOnly {
-		mask = inView
-	}
-	want, err := hostAdam(set.Adam, o.LR, g, batch, mask)
+	want, err := hostAdam(set.Adam, o.LR, g, batch, inView)
 	if err != nil {
 		return nil, err
 	}

@@ -40,6 +40,7 @@ type parityCase struct {
 	clip        float32
 	overflow    bool // start with tiny tile lists, so that the step must grow them and run again
 	absGrad     bool // AbsGS's densification statistic
+	sparseSH    bool // the SH rest updated for the splats in view only
 }
 
 var parityCases = []parityCase{
@@ -47,6 +48,7 @@ var parityCases = []parityCase{
 	{name: "ewa/gpu-radius-aabb/mse/sh1/aa", model: prep.EWA, bin: engine.BinGPURadiusAABB, loss: loss.MSE, sh: 1, aa: true, bg: [3]float32{0.2, 0.5, 0.9}},
 	{name: "ewa/cpu-conic/mse-ssim/sh2/cap", model: prep.EWA, bin: engine.BinCPUConic, loss: loss.MSESSIM, sh: 2, maxSteps: 7},
 	{name: "ewa/gpu-conic/l1-ssim/sh3/absgrad", model: prep.EWA, bin: engine.BinGPUConic, loss: loss.L1SSIM, sh: 3, absGrad: true},
+	{name: "ewa/gpu-conic/l1-ssim/sh3/sparse-sh", model: prep.EWA, bin: engine.BinGPUConic, loss: loss.L1SSIM, sh: 3, sparseSH: true},
 	{name: "ewa/gpu-conic/l1-ssim/sh0/sparse-adam/overflow", model: prep.EWA, bin: engine.BinGPUConic, loss: loss.L1SSIM, sh: 0, visibleOnly: true, clip: 1e-3, overflow: true},
 	{name: "ray/gpu-conic/l1-ssim/sh3", model: prep.Ray, bin: engine.BinGPUConic, loss: loss.L1SSIM, sh: 3, bg: [3]float32{1, 1, 1}},
 	{name: "ray/gpu-radius-aabb/l1-ssim/sh0", model: prep.Ray, bin: engine.BinGPURadiusAABB, loss: loss.L1SSIM, sh: 0},
@@ -70,6 +72,7 @@ func TestStageParity(t *testing.T) {
 			set.MaxSplatSteps = c.maxSteps
 			set.Adam.VisibleOnly, set.Adam.GradClip = c.visibleOnly, c.clip
 			set.AbsGrad = c.absGrad
+			set.Adam.VisibleOnlySH = c.sparseSH
 			set.Workers = 2
 			o := engine.StepOptions{SHDegree: c.sh, LR: testLR(), Background: c.bg, AccumulateStats: true, WantImage: true}
 			checkStep(t, dev, set, g, v, o, c.overflow)

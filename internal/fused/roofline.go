@@ -43,6 +43,7 @@ type Workload struct {
 	SSIM            bool // the loss has an SSIM term
 	AccumulateStats bool // project_bwd updates the densification statistics
 	AdamVisibleOnly bool // Adam updates only the visible splats
+	AdamVisibleSH   bool // Adam updates the SH rest (45 values a splat) of the visible splats only
 
 	// Walk is how far the rasterizer had to walk the lists (Engine.RasterWalk). The zero
 	// value means not measured: the model then takes every entry, every pixel of its tile
@@ -238,13 +239,18 @@ func MinimalCosts(w Workload) ([]StageCost, error) {
 	if w.AccumulateStats {
 		projBwdWords += v * (1 + 2*statWords) // radius, and the statistics read and written
 	}
-	updated := n
-	if w.AdamVisibleOnly {
-		updated = v
+	// Values Adam updates, reading and writing each with its two moments.
+	const shRest = 45
+	updated := n * paramFloats
+	switch {
+	case w.AdamVisibleOnly:
+		updated = v * paramFloats
+	case w.AdamVisibleSH:
+		updated = n*(paramFloats-shRest) + v*shRest
 	}
 	adamWords := n + v*paramFloats // the flags, and the visible splats' gradients
 	projBwd := StageCost{engine.StageProjectBwd, word * projBwdWords, v * (projBwdFlops + shBwdFlops(w.SHDegree))}
-	adam := StageCost{engine.StageAdam, word * (adamWords + updated*paramFloats*6), updated * paramFloats * flopsAdam}
+	adam := StageCost{engine.StageAdam, word * (adamWords + updated*6), updated * flopsAdam}
 	return []StageCost{
 		{engine.StageProject, word * (n*geomWords + v*3*k + n + v*(footprintWords+projectOut(w.Ray))),
 			n*flopsCull + v*(projFlops+shFlops(w.SHDegree))},

@@ -84,7 +84,7 @@ func TestStepBatchIsMeanOfViews(t *testing.T) {
 					f.Data[i] *= scale
 				}
 			}
-			opt, err := adam.New(adamConfig(set.Adam), n)
+			opt, err := adam.New(set.Adam.Optimizer(), n)
 			if err != nil {
 				t.Fatal(err)
 			}

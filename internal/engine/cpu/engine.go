@@ -133,12 +133,9 @@ func (e *Engine) StepBatch(vs []*engine.View, o engine.StepOptions) (engine.Step
 	if o.MCMC.OpacityReg != 0 || o.MCMC.ScaleReg != 0 {
 		par.For(e.g.Len(), workers, func(_, lo, hi int) { engine.RegularizerGrads(grads, e.g, o.MCMC, seen, lo, hi) })
 	}
-	var mask []bool
-	if e.set.Adam.VisibleOnly {
-		mask = seen
-	}
 	at := time.Now()
-	nonFinite, err := e.opt.step(e.g, grads, o.LR, mask)
+	// The visible-only groups (settings) leave the splats outside every view of the step.
+	nonFinite, err := e.opt.step(e.g, grads, o.LR, seen)
 	if err != nil {
 		return engine.StepResult{}, err
 	}

@@ -13,17 +13,8 @@ type optimizer struct {
 	o *adam.Optimizer
 }
 
-func adamConfig(s engine.AdamSettings) adam.Config {
-	c := adam.BaseConfig()
-	c.Beta1, c.Beta2, c.Eps = float64(s.Beta1), float64(s.Beta2), float64(s.Eps)
-	for g := range c.Groups {
-		c.Groups[g].Clip = s.GradClip
-	}
-	return c
-}
-
 func newOptimizer(s engine.AdamSettings, n, workers int) (*optimizer, error) {
-	o, err := adam.New(adamConfig(s), n)
+	o, err := adam.New(s.Optimizer(), n)
 	if err != nil {
 		return nil, fmt.Errorf("cpu: %w", err)
 	}

@@ -230,7 +230,7 @@ func (s *AdamGroup) put(b []byte) {
 	putF32(b[12:], s.Pad)
 }
 
-// AdamP is struct AdamP of shaders/abi.h: one Adam step: the six groups, then β1, β2, 1−β1, 1−β2, ε, the splat count, visible-only, the MCMC regularisers' coefficients (engine.RegCoeffs; 0 = off) and whether they reach the splats in view only (engine.MCMCStep.RegInView), and the factor adam_step takes the summed gradients by (1/B for a batch of B views).
+// AdamP is struct AdamP of shaders/abi.h: one Adam step: the six groups, then β1, β2, 1−β1, 1−β2, ε, the splat count, the visible-only groups (bit g for group g), the MCMC regularisers' coefficients (engine.RegCoeffs; 0 = off) and whether they reach the splats in view only (engine.MCMCStep.RegInView), and the factor adam_step takes the summed gradients by (1/B for a batch of B views).
 type AdamP struct {
 	G           [6]AdamGroup
 	B1          float32
