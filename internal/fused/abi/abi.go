@@ -14,8 +14,10 @@ package abi
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 )
@@ -113,26 +115,42 @@ type entry struct {
 }
 
 // loadUnits compiles the units and looks up their entry points; on failure nothing stays
-// loaded.
+// loaded. The units compile at once: a device's Compile is safe for concurrent use, and CUDA's
+// runs NVRTC on the caller's goroutine, so a cold kernel cache (a first run) costs about the
+// longest unit's compile instead of the sum of all of them.
 func loadUnits(dev gpu.Device, units []unit) ([]gpu.Module, error) {
-	var mods []gpu.Module
-	for _, u := range units {
-		m, err := gpu.CompileShader(dev, u.file)
-		if err != nil {
-			closeModules(&mods)
-			return nil, fmt.Errorf("fused: %w", err)
+	mods := make([]gpu.Module, len(units))
+	errs := make([]error, len(units))
+	var wg sync.WaitGroup
+	for i, u := range units {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mods[i], errs[i] = gpu.CompileShader(dev, u.file)
+		}()
+	}
+	wg.Wait()
+	loaded := make([]gpu.Module, 0, len(units))
+	for _, m := range mods {
+		if m != nil {
+			loaded = append(loaded, m)
 		}
-		mods = append(mods, m)
+	}
+	if err := errors.Join(errs...); err != nil {
+		closeModules(&loaded)
+		return nil, fmt.Errorf("fused: %w", err)
+	}
+	for i, u := range units {
 		for _, e := range u.entries {
-			k, err := m.Kernel(e.name)
+			k, err := mods[i].Kernel(e.name)
 			if err != nil {
-				closeModules(&mods)
+				closeModules(&loaded)
 				return nil, fmt.Errorf("fused: %s: %w", u.file, err)
 			}
 			*e.dst = k
 		}
 	}
-	return mods, nil
+	return loaded, nil
 }
 
 // closeModules closes every module and empties the list; it returns the first error.

@@ -47,13 +47,16 @@ func (a *nvrtcAPI) symbols() []symbol {
 }
 
 // nvrtc is a loaded NVRTC. Compilation needs no GPU and no context, so it runs on the
-// caller's goroutine (keeping the device's owner thread free); mu serialises programs because
-// older NVRTC releases are not documented as thread-safe.
+// caller's goroutine (keeping the device's owner thread free), and programs compile at once on
+// NVRTC 12 and later, which NVIDIA's own libraries call from several threads (CCCL's
+// cuda.compute relies on it; cuda-python's NVRTC bindings release the GIL for it). mu
+// serialises the programs of older releases, which are not known to allow it.
 type nvrtc struct {
 	api       nvrtcAPI
 	path      string // the library file that was loaded
 	version   string // "nvrtc 13.0"
 	supported []int  // compute capabilities NVRTC can target (nil: unknown)
+	serial    bool   // one program at a time (before NVRTC 12)
 	mu        sync.Mutex
 }
 
@@ -73,6 +76,7 @@ func loadNVRTC(getenv func(string) string) (*nvrtc, error) {
 		return nil, fmt.Errorf("%w: %w", driver.ErrNoCompiler, err)
 	}
 	n.version = fmt.Sprintf("nvrtc %d.%d", major, minor)
+	n.serial = major < 12
 	if n.api.nvrtcGetNumSupportedArchs != nil && n.api.nvrtcGetSupportedArchs != nil {
 		var cnt int32
 		if n.api.nvrtcGetNumSupportedArchs(&cnt) == 0 && cnt > 0 {
@@ -125,8 +129,10 @@ func (a *cArena) free() { a.pin.Unpin() }
 // compile builds src with opts and returns a CUBIN (format "cubin") or NUL-terminated PTX
 // ("ptx"). A failed compilation is a *driver.CompileError carrying NVRTC's log.
 func (n *nvrtc) compile(src driver.Source, target, format string, opts []string) ([]byte, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	if n.serial {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+	}
 
 	var arena cArena
 	defer arena.free()
