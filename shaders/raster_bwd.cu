@@ -26,13 +26,14 @@
 //   tiles' chunk counts, chunkStart[tiles] = every chunk; chunkTile [chunks] u32: each chunk's
 //   tile. The chunks number at most entries/CHUNK + tiles (raster.h), as the host sizes them.
 // raster_bwd_ewa, raster_bwd_ray: one kernel compiled per render model, as raster_fwd_*, with
-//   its thread mapping within a tile (one thread per pixel). Block b walks the chunks b, b +
+//   its thread mapping within a tile: BWD_PX pixels a thread (EWA two, the block tileSize²/2
+//   threads; ray one, as the forward). Block b walks the chunks b, b +
 //   nblocks, ... below chunkStart[tiles] (the host sizes the grid for the most chunks the
 //   lists' capacity allows, capped: the count is on the device, and the blocks past it leave
 //   at once); for each, the chunk's entries up to the tile's walk are staged in shared memory
 //   at once and walked back to front, and a pixel whose count ends before the chunk does
-//   nothing. For each splat, a warp with any hit sums its lanes' contributions, 16 values a
-//   lane (EWA's 9 padded with zeros), with one transposing butterfly (warp_sum16_spread: 16 shuffles, where summing each
+//   nothing. For each splat, a warp with any hit sums its lanes' contributions (each lane's
+//   pixels' already added up), 16 values a lane (EWA's 9 padded with zeros), with one transposing butterfly (warp_sum16_spread: 16 shuffles, where summing each
 //   value on its own took 5 a value), which leaves value i's warp sum in lanes 2i and 2i+1; the
 //   even lanes of the values in use then add them to the chunk's sums in shared memory, one
 //   shared atomic each, all in the same instruction. Once the chunk is walked, the block adds
@@ -80,10 +81,29 @@ DEVICE void flush_grads(Thr th, raster_bwd_args a, SPTR u32* sId, SPTR float* sG
     }
 }
 
+// BWD_PX is how many pixels a raster_bwd thread takes: EWA two, the vertically adjacent 8×4
+// blocks of the forward's warps w and w + across (tile_pixel), so that a warp walks an 8×8
+// block and each splat's staged loads, warp sum and shared atomics serve 64 pixels instead of
+// 32; the ray model one (its per-pixel ray and 13 geometry floats leave no registers for a
+// second pixel).
+#define BWD_PX(RAY) ((RAY) ? 1u : 2u)
+
+// bwd_pixel is the forward's thread index (tile_pixel's tid, and the chunk states' pixel) of
+// pixel q < BWD_PX of raster_bwd thread tid in a tile of edge ts (8, 16 or 32: ts/4 rows of
+// forward warps, an even number).
+template <bool RAY> DEVICE u32 bwd_pixel(u32 tid, int ts, u32 q)
+{
+    if (BWD_PX(RAY) == 1u) return tid;
+    u32 w = tid >> 5u, across = (u32)ts >> 3u;
+    u32 f0 = (w / across) * 2u * across + w % across;
+    return (f0 + q * across) * 32u + (tid & 31u);
+}
+
 template <bool RAY>
 DEVICE void raster_bwd_chunk(Thr th, raster_bwd_args a, SPTR Staged<RAY, CHUNK>& s, SPTR u32* sId, SPTR float* sGrad, u32 chunk)
 {
     const Raster& rp = a.rp;
+    const u32 PX = BWD_PX(RAY);
     // Gradient values per splat: colour 3, opacity 1, EWA mean2d 2 + conic 3 (+ mean2d's
     // absolute sums 2 with absGrad), ray u 3 + A 9.
     const u32 nv = RAY ? 16u : (a.absGrad ? 11u : 9u);
@@ -95,37 +115,47 @@ DEVICE void raster_bwd_chunk(Thr th, raster_bwd_args a, SPTR Staged<RAY, CHUNK>&
     u32 start = a.tileOffsets[tile];
     int ts = rp.tileSize;
     u32 P = (u32)(ts * ts);
-    int x, y;
-    tile_pixel(th.tid, ts, x, y);
-    x += (int)(tile % (u32)rp.tilesX) * ts;
-    y += (int)(tile / (u32)rp.tilesX) * ts;
-    bool inside = th.tid < P && x < rp.W && y < rp.H;
-    u32 pix = inside ? (u32)y * (u32)rp.W + (u32)x : 0u;
-    u32 cnt = inside ? a.count[pix] : 0u;
+    // Each pixel's walk state: where its count ends, T and the colour behind the entry, its
+    // loss gradient, and (ray) its direction.
+    int x[BWD_PX(RAY)], y[BWD_PX(RAY)];
+    u32 cnt[BWD_PX(RAY)];
+    float T[BWD_PX(RAY)], br[BWD_PX(RAY)], bg[BWD_PX(RAY)], bb[BWD_PX(RAY)];
+    float gr[BWD_PX(RAY)], gg[BWD_PX(RAY)], gb[BWD_PX(RAY)];
     float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f;
-    float T = 0.0f, br = 0.0f, bg = 0.0f, bb = 0.0f, gr = 0.0f, gg = 0.0f, gb = 0.0f;
-    if (cnt > lo) {
-        if (RAY) {
-            d0 = a.rays[pix * 3];
-            d1 = a.rays[pix * 3 + 1];
-            d2 = a.rays[pix * 3 + 2];
+    for (u32 q = 0; q < PX; q++) {
+        u32 fp = bwd_pixel<RAY>(th.tid, ts, q);
+        tile_pixel(fp, ts, x[q], y[q]);
+        x[q] += (int)(tile % (u32)rp.tilesX) * ts;
+        y[q] += (int)(tile / (u32)rp.tilesX) * ts;
+        bool inside = fp < P && x[q] < rp.W && y[q] < rp.H;
+        u32 pix = inside ? (u32)y[q] * (u32)rp.W + (u32)x[q] : 0u;
+        cnt[q] = inside ? a.count[pix] : 0u;
+        T[q] = br[q] = bg[q] = bb[q] = gr[q] = gg[q] = gb[q] = 0.0f;
+        if (cnt[q] > lo) {
+            if (RAY) {
+                d0 = a.rays[pix * 3];
+                d1 = a.rays[pix * 3 + 1];
+                d2 = a.rays[pix * 3 + 2];
+            }
+            if (cnt[q] <= stop) { // the walk ends in this chunk: start from the forward's end state
+                T[q] = a.finalT[pix];
+                br[q] = mul_rn(T[q], rp.bg[0]);
+                bg[q] = mul_rn(T[q], rp.bg[1]);
+                bb[q] = mul_rn(T[q], rp.bg[2]);
+            } else { // it goes on behind the chunk: the state raster_fwd stored at its far end
+                const GPTR float* st = a.chunkState + chunk_state(chunk_slot(tile, start, ci), P) + fp;
+                T[q] = st[0];
+                br[q] = a.image[pix * 3] - st[P];
+                bg[q] = a.image[pix * 3 + 1] - st[2u * P];
+                bb[q] = a.image[pix * 3 + 2] - st[3u * P];
+            }
+            gr[q] = a.dImage[pix * 3];
+            gg[q] = a.dImage[pix * 3 + 1];
+            gb[q] = a.dImage[pix * 3 + 2];
         }
-        if (cnt <= stop) { // the walk ends in this chunk: start from the forward's end state
-            T = a.finalT[pix];
-            br = mul_rn(T, rp.bg[0]);
-            bg = mul_rn(T, rp.bg[1]);
-            bb = mul_rn(T, rp.bg[2]);
-        } else { // it goes on behind the chunk: the state raster_fwd stored at its far end
-            const GPTR float* st = a.chunkState + chunk_state(chunk_slot(tile, start, ci), P) + th.tid;
-            T = st[0];
-            br = a.image[pix * 3] - st[P];
-            bg = a.image[pix * 3 + 1] - st[2u * P];
-            bb = a.image[pix * 3 + 2] - st[3u * P];
-        }
-        gr = a.dImage[pix * 3];
-        gg = a.dImage[pix * 3 + 1];
-        gb = a.dImage[pix * 3 + 2];
     }
+    u32 last = cnt[0]; // the thread's longest count
+    for (u32 q = 1; q < PX; q++) last = cnt[q] > last ? cnt[q] : last;
     u32 nb = hi - lo;
     for (u32 j = th.tid; j < nb; j += th.bdim) {
         u32 id = a.ids[start + lo + j];
@@ -139,68 +169,72 @@ DEVICE void raster_bwd_chunk(Thr th, raster_bwd_args a, SPTR Staged<RAY, CHUNK>&
         f4 meta = staged_meta(s, j);
         if (meta.w == 0.0f) continue; // the same for every thread
         u32 k = lo + j;
+        // The thread's pixels' contributions, summed (the warp sum adds them up in any case).
         float v[16];
         for (int q = 0; q < 16; q++) v[q] = 0.0f;
         bool hit = false;
-        if (k < cnt) {
+        if (k < last) {
             float geo[GEO_N(RAY)];
             load_geo<RAY>(s, j, meta, geo);
             float o = meta.y, cut = meta.z;
-            float power = 0.0f, dx = 0.0f, dy = 0.0f, sc = 0.0f;
-            float w[3] = {0.0f, 0.0f, 0.0f}, rv[3];
-            bool ok;
-            if (RAY) {
-                ok = ray_perp(geo, cut, d0, d1, d2, w, sc, rv);
-                if (ok) power = ray_power(w);
-            } else {
-                power = ewa_power(geo, x, y, dx, dy);
-                ok = power >= cut && !(power > 0.0f);
-            }
-            float g = 0.0f, alpha = 0.0f;
-            bool clamped = false;
-            if (ok) {
-                alpha = alpha_of(o, power, g, clamped);
-                ok = alpha >= rp.alphaMin;
-            }
-            if (ok) {
+            f4 col = staged_color(s, j);
+            for (u32 q = 0; q < PX; q++) {
+                if (!(k < cnt[q])) continue;
+                float power = 0.0f, dx = 0.0f, dy = 0.0f, sc = 0.0f;
+                float w[3] = {0.0f, 0.0f, 0.0f}, rv[3];
+                bool ok;
+                if (RAY) {
+                    ok = ray_perp(geo, cut, d0, d1, d2, w, sc, rv);
+                    if (ok) power = ray_power(w);
+                } else {
+                    power = ewa_power(geo, x[q], y[q], dx, dy);
+                    ok = power >= cut && !(power > 0.0f);
+                }
+                float g = 0.0f, alpha = 0.0f;
+                bool clamped = false;
+                if (ok) {
+                    alpha = alpha_of(o, power, g, clamped);
+                    ok = alpha >= rp.alphaMin;
+                }
+                if (!ok) continue;
                 hit = true;
-                f4 col = staged_color(s, j);
                 float c0 = col.x, c1 = col.y, c2 = col.z;
                 float inv = 1.0f / (1.0f - alpha);
-                float tj = T * inv;
+                float tj = T[q] * inv;
                 float wt = alpha * tj;
-                float dLdA = gr * (c0 * tj - br * inv) + gg * (c1 * tj - bg * inv) + gb * (c2 * tj - bb * inv);
-                br += c0 * wt;
-                bg += c1 * wt;
-                bb += c2 * wt;
-                T = tj;
-                v[0] = gr * wt;
-                v[1] = gg * wt;
-                v[2] = gb * wt;
-                if (!clamped) {
-                    v[3] = dLdA * g;
-                    float dp = dLdA * alpha;
-                    if (RAY) {
-                        v[4] = -dp * w[0];
-                        v[5] = -dp * w[1];
-                        v[6] = -dp * w[2];
-                        float q = dp * sc;
-                        for (int r = 0; r < 3; r++) {
-                            float qr = q * w[r];
-                            v[7 + r * 3] = qr * d0;
-                            v[8 + r * 3] = qr * d1;
-                            v[9 + r * 3] = qr * d2;
-                        }
-                    } else {
-                        float ka = geo[2], kb = geo[3], kc = geo[4];
-                        v[4] = dp * (ka * dx + kb * dy);
-                        v[5] = dp * (kb * dx + kc * dy);
-                        v[6] = -(dp * dx * dx / 2.0f);
-                        v[7] = -(dp * dx * dy);
-                        v[8] = -(dp * dy * dy / 2.0f);
-                        v[9] = v[4] < 0.0f ? -v[4] : v[4]; // AbsGS's statistic (read with absGrad)
-                        v[10] = v[5] < 0.0f ? -v[5] : v[5];
+                float dLdA = gr[q] * (c0 * tj - br[q] * inv) + gg[q] * (c1 * tj - bg[q] * inv) +
+                             gb[q] * (c2 * tj - bb[q] * inv);
+                br[q] += c0 * wt;
+                bg[q] += c1 * wt;
+                bb[q] += c2 * wt;
+                T[q] = tj;
+                v[0] += gr[q] * wt;
+                v[1] += gg[q] * wt;
+                v[2] += gb[q] * wt;
+                if (clamped) continue;
+                v[3] += dLdA * g;
+                float dp = dLdA * alpha;
+                if (RAY) {
+                    v[4] += -dp * w[0];
+                    v[5] += -dp * w[1];
+                    v[6] += -dp * w[2];
+                    float qs = dp * sc;
+                    for (int r = 0; r < 3; r++) {
+                        float qr = qs * w[r];
+                        v[7 + r * 3] += qr * d0;
+                        v[8 + r * 3] += qr * d1;
+                        v[9 + r * 3] += qr * d2;
                     }
+                } else {
+                    float ka = geo[2], kb = geo[3], kc = geo[4];
+                    float m0 = dp * (ka * dx + kb * dy), m1 = dp * (kb * dx + kc * dy);
+                    v[4] += m0;
+                    v[5] += m1;
+                    v[6] += -(dp * dx * dx / 2.0f);
+                    v[7] += -(dp * dx * dy);
+                    v[8] += -(dp * dy * dy / 2.0f);
+                    v[9] += m0 < 0.0f ? -m0 : m0; // AbsGS's statistic (read with absGrad)
+                    v[10] += m1 < 0.0f ? -m1 : m1;
                 }
             }
         }

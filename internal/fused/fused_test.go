@@ -38,21 +38,25 @@ type parityCase struct {
 	maxSteps    int
 	visibleOnly bool
 	clip        float32
-	overflow    bool // start with tiny tile lists, so that the step must grow them and run again
-	absGrad     bool // AbsGS's densification statistic
-	sparseSH    bool // the SH rest updated for the splats in view only
+	overflow    bool   // start with tiny tile lists, so that the step must grow them and run again
+	absGrad     bool   // AbsGS's densification statistic
+	sparseSH    bool   // the SH rest updated for the splats in view only
+	tile        int    // tile edge when not the default 16 (the backward's two pixels a thread at 8 and 32)
+	seed        uint64 // RandomScene's seed: fixed per case, so that adding a case changes no other case's scene
 }
 
 var parityCases = []parityCase{
-	{name: "ewa/gpu-conic/l1-ssim/sh3", model: prep.EWA, bin: engine.BinGPUConic, loss: loss.L1SSIM, sh: 3},
-	{name: "ewa/gpu-radius-aabb/mse/sh1/aa", model: prep.EWA, bin: engine.BinGPURadiusAABB, loss: loss.MSE, sh: 1, aa: true, bg: [3]float32{0.2, 0.5, 0.9}},
-	{name: "ewa/cpu-conic/mse-ssim/sh2/cap", model: prep.EWA, bin: engine.BinCPUConic, loss: loss.MSESSIM, sh: 2, maxSteps: 7},
-	{name: "ewa/gpu-conic/l1-ssim/sh3/absgrad", model: prep.EWA, bin: engine.BinGPUConic, loss: loss.L1SSIM, sh: 3, absGrad: true},
-	{name: "ewa/gpu-conic/l1-ssim/sh3/sparse-sh", model: prep.EWA, bin: engine.BinGPUConic, loss: loss.L1SSIM, sh: 3, sparseSH: true},
-	{name: "ewa/gpu-conic/l1-ssim/sh0/sparse-adam/overflow", model: prep.EWA, bin: engine.BinGPUConic, loss: loss.L1SSIM, sh: 0, visibleOnly: true, clip: 1e-3, overflow: true},
-	{name: "ray/gpu-conic/l1-ssim/sh3", model: prep.Ray, bin: engine.BinGPUConic, loss: loss.L1SSIM, sh: 3, bg: [3]float32{1, 1, 1}},
-	{name: "ray/gpu-radius-aabb/l1-ssim/sh0", model: prep.Ray, bin: engine.BinGPURadiusAABB, loss: loss.L1SSIM, sh: 0},
-	{name: "ray/cpu-conic/mse/sh2", model: prep.Ray, bin: engine.BinCPUConic, loss: loss.MSE, sh: 2},
+	{name: "ewa/gpu-conic/l1-ssim/sh3", model: prep.EWA, bin: engine.BinGPUConic, loss: loss.L1SSIM, sh: 3, seed: 0},
+	{name: "ewa/gpu-radius-aabb/mse/sh1/aa", model: prep.EWA, bin: engine.BinGPURadiusAABB, loss: loss.MSE, sh: 1, aa: true, bg: [3]float32{0.2, 0.5, 0.9}, seed: 1},
+	{name: "ewa/cpu-conic/mse-ssim/sh2/cap", model: prep.EWA, bin: engine.BinCPUConic, loss: loss.MSESSIM, sh: 2, maxSteps: 7, seed: 2},
+	{name: "ewa/gpu-conic/l1-ssim/sh3/absgrad", model: prep.EWA, bin: engine.BinGPUConic, loss: loss.L1SSIM, sh: 3, absGrad: true, seed: 3},
+	{name: "ewa/gpu-conic/l1-ssim/sh3/sparse-sh", model: prep.EWA, bin: engine.BinGPUConic, loss: loss.L1SSIM, sh: 3, sparseSH: true, seed: 4},
+	{name: "ewa/gpu-conic/l1-ssim/sh1/tile8", model: prep.EWA, bin: engine.BinGPUConic, loss: loss.L1SSIM, sh: 1, tile: 8, seed: 5},
+	{name: "ewa/gpu-conic/mse/sh0/tile32/absgrad", model: prep.EWA, bin: engine.BinGPUConic, loss: loss.MSE, sh: 0, tile: 32, absGrad: true, seed: 6},
+	{name: "ewa/gpu-conic/l1-ssim/sh0/sparse-adam/overflow", model: prep.EWA, bin: engine.BinGPUConic, loss: loss.L1SSIM, sh: 0, visibleOnly: true, clip: 1e-3, overflow: true, seed: 4},
+	{name: "ray/gpu-conic/l1-ssim/sh3", model: prep.Ray, bin: engine.BinGPUConic, loss: loss.L1SSIM, sh: 3, bg: [3]float32{1, 1, 1}, seed: 5},
+	{name: "ray/gpu-radius-aabb/l1-ssim/sh0", model: prep.Ray, bin: engine.BinGPURadiusAABB, loss: loss.L1SSIM, sh: 0, seed: 6},
+	{name: "ray/cpu-conic/mse/sh2", model: prep.Ray, bin: engine.BinCPUConic, loss: loss.MSE, sh: 2, seed: 7},
 }
 
 // TestStageParity runs one step on the fused and the CPU engine for every case and compares
@@ -64,15 +68,18 @@ func TestStageParity(t *testing.T) {
 	if emu {
 		n, w, h = 300, 48, 40
 	}
-	for ci, c := range parityCases {
+	for _, c := range parityCases {
 		t.Run(c.name, func(t *testing.T) {
-			g, v := RandomScene(uint64(ci), n, w, h)
+			g, v := RandomScene(c.seed, n, w, h)
 			set := engine.DefaultSettings()
 			set.Render, set.BinMode, set.Loss, set.Antialiased = c.model, c.bin, c.loss, c.aa
 			set.MaxSplatSteps = c.maxSteps
 			set.Adam.VisibleOnly, set.Adam.GradClip = c.visibleOnly, c.clip
 			set.AbsGrad = c.absGrad
 			set.Adam.VisibleOnlySH = c.sparseSH
+			if c.tile != 0 {
+				set.TileSize = c.tile
+			}
 			set.Workers = 2
 			o := engine.StepOptions{SHDegree: c.sh, LR: testLR(), Background: c.bg, AccumulateStats: true, WantImage: true}
 			checkStep(t, dev, set, g, v, o, c.overflow)

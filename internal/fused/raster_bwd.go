@@ -34,7 +34,7 @@ func (e *Engine) rasterBwd(cam *camera.Camera, bg [3]float32, tiles int) error {
 		launch = e.k.RasterBwdRay
 	}
 	blocks := min(maxChunks(e.listCap, tiles), e.bwdMaxBlocks)
-	return launch(gpu.Dim3{uint32(blocks)}, e.tileThreads(), abi.RasterBwdArgs{
+	return launch(gpu.Dim3{uint32(blocks)}, e.bwdThreads(), abi.RasterBwdArgs{
 		Rp: rasterArgs(cam, &e.set, bg), Readout: e.ro, NumTiles: uint32(tiles),
 		TileOffsets: abi.B(e.tileOffsets), Ids: abi.B(e.sortedIDs), Opacity: abi.B(e.opacity), Color: abi.B(e.color),
 		Mean2d: abi.B(e.mean2d), Conic: abi.B(e.conic), RayU: abi.B(e.or(e.rayU)), RayA: abi.B(e.or(e.rayA)),
@@ -43,6 +43,16 @@ func (e *Engine) rasterBwd(cam *camera.Camera, bg [3]float32, tiles int) error {
 		ChunkTile: abi.B(e.chunkTile), DImage: abi.B(e.dImage), GColor: e.pgAt(pgColor), GOpacity: e.pgAt(pgOpacity),
 		GMean2d: e.pgAt(pgMean2D), GConic: e.pgAt(pgConic), GRayU: e.pgAt(pgRayU), GRayA: e.pgAt(pgRayA),
 		AbsGrad: e.absGrad(), GMean2dAbs: e.pgAt(pgMean2DAbs)})
+}
+
+// bwdThreads is a raster_bwd block: raster_bwd.cu's BWD_PX pixels a thread, two for EWA (a
+// whole number of warps for tiles of 8, 16 and 32 pixels), one for the ray model.
+func (e *Engine) bwdThreads() gpu.Dim3 {
+	if e.set.Render == prep.Ray {
+		return e.tileThreads()
+	}
+	ts := e.set.TileSize
+	return gpu.Dim3{uint32((ts*ts/2 + 31) / 32 * 32)}
 }
 
 // pgUsed is how many of the pg buffer's fields (from pgColor on) the render model writes, which

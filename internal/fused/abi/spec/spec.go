@@ -255,10 +255,10 @@ var Units = []Unit{
 	{Name: "raster_bwd", Set: "Engine", Kernels: []Kernel{
 		{Name: "raster_bwd_chunks", Params: []Param{in("readout", U32), in("tileWalk", U32), sc("numTiles", U32),
 			out("chunkStart", U32), out("chunkTile", U32)}, Block: 256, Shared: []Shared{{"warpTot", U32, 8}}},
-		// raster_bwd_ewa's bounds: 6 blocks an SM at 40 registers (8 bytes spilled) instead of 4
-		// at the 56 the compiler takes unbounded; on a trained 901k-splat bonsai the kernel went
-		// from 0.652 to 0.598 ms, at 1M random splats it stayed within 0.01 ms.
-		{Name: "raster_bwd_ewa", Args: "raster_bwd", Params: rasterBwdParams, MaxThreads: 256, MinBlocks: 6,
+		// raster_bwd_ewa's bounds: two pixels a thread, so a 32-pixel tile's block has 512
+		// threads; at 2 such blocks an SM, 64 registers a thread (8 blocks of a 16-pixel tile's
+		// 128 threads).
+		{Name: "raster_bwd_ewa", Args: "raster_bwd", Params: rasterBwdParams, MaxThreads: 512, MinBlocks: 2,
 			Shared: rasterBwdShared("Staged<false, CHUNK>")},
 		{Name: "raster_bwd_ray", Args: "raster_bwd", Params: rasterBwdParams,
 			Shared: rasterBwdShared("Staged<true, CHUNK>")},
