@@ -213,13 +213,16 @@ func compare(dev gpu.Device, set engine.Settings, g *splat.Gaussians, v *engine.
 	r.near("image", gres.Image, pipe.Fwd.Image, TolImage, "")
 	r.near("final T", r.f32(fe.finalT, 0, npx), pipe.Fwd.FinalT, TolImage, "")
 	cnt := download[uint32](r, fe.count, 0, npx)
-	bad := 0
+	bad, note := 0, ""
 	for i, c := range cnt {
 		if int32(c) != pipe.Fwd.Count[i] {
+			if bad == 0 {
+				note = fmt.Sprintf("first at pixel (%d, %d): %d, cpu %d", i%cam.Width, i/cam.Width, int32(c), pipe.Fwd.Count[i])
+			}
 			bad++
 		}
 	}
-	r.count("last contributor", bad, npx, "")
+	r.count("last contributor", bad, npx, note)
 
 	// Loss and its pixel gradient.
 	for _, x := range []struct {
