@@ -10,6 +10,7 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/check"
 	"github.com/rlxsplat/rlxsplat/internal/engine"
 	"github.com/rlxsplat/rlxsplat/internal/engine/cpu"
+	"github.com/rlxsplat/rlxsplat/internal/fused/abi"
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 	"github.com/rlxsplat/rlxsplat/internal/loss"
 	"github.com/rlxsplat/rlxsplat/internal/prep"
@@ -430,28 +431,13 @@ func (r *rows) sparseAdam(g *splat.Gaussians) error {
 	} {
 		s := fe.set.Adam
 		s.VisibleOnly, s.VisibleOnlySH = c.all, c.shRest
-		if err := fe.upload(g, m, v, step-1, nil); err != nil {
-			return fmt.Errorf("fused: compare: %w", err)
-		}
-		if err := gpu.UploadF32(fe.dev, fe.grads, pack(grads)); err != nil {
-			return fmt.Errorf("fused: compare: gradients: %w", err)
-		}
-		if err := gpu.UploadSlice(fe.dev, fe.valid, 0, valid); err != nil {
-			return fmt.Errorf("fused: compare: valid flags: %w", err)
-		}
-		if err := fe.dev.Memset(fe.ro.B, fe.ro.Off, roWords*4, 0); err != nil {
-			return fmt.Errorf("fused: compare: readout: %w", err)
-		}
 		ap, err := adamArgs(s, lr, step, n, engine.MCMCStep{}, 1)
 		if err != nil {
 			return fmt.Errorf("fused: compare: %w", err)
 		}
-		if err := fe.adam(ap, fe.grads, fe.valid); err != nil {
-			return fmt.Errorf("fused: compare: adam: %w", err)
-		}
-		got, err := fe.Gaussians()
+		got, err := r.adamAlone(ap, g, m, v, step-1, grads, valid)
 		if err != nil {
-			return fmt.Errorf("fused: compare: parameters: %w", err)
+			return err
 		}
 		want, err := host(s)
 		if err != nil {
@@ -563,6 +549,33 @@ func (r *rows) mcmcTerms(ce *cpu.Engine) error {
 	return nil
 }
 
+// adamAlone runs adam_step ap alone on the fused engine from parameters g, moments m and v (nil:
+// zero) after step steps, on gradients grads for the splats valid marks, and returns the
+// parameters it leaves.
+func (r *rows) adamAlone(ap abi.AdamP, g, m, v *splat.Gaussians, step int64, grads *splat.Gaussians, valid []uint32) (*splat.Gaussians, error) {
+	fe := r.e
+	if err := fe.upload(g, m, v, step, nil); err != nil {
+		return nil, fmt.Errorf("fused: compare: %w", err)
+	}
+	if err := gpu.UploadF32(fe.dev, fe.grads, pack(grads)); err != nil {
+		return nil, fmt.Errorf("fused: compare: gradients: %w", err)
+	}
+	if err := gpu.UploadSlice(fe.dev, fe.valid, 0, valid); err != nil {
+		return nil, fmt.Errorf("fused: compare: valid flags: %w", err)
+	}
+	if err := fe.dev.Memset(fe.ro.B, fe.ro.Off, roWords*4, 0); err != nil {
+		return nil, fmt.Errorf("fused: compare: readout: %w", err)
+	}
+	if err := fe.adam(ap, fe.grads, fe.valid); err != nil {
+		return nil, fmt.Errorf("fused: compare: adam: %w", err)
+	}
+	got, err := fe.Gaussians()
+	if err != nil {
+		return nil, fmt.Errorf("fused: compare: parameters: %w", err)
+	}
+	return got, nil
+}
+
 // regularisedAdam runs adam_step with m's regularisers on from g (zero moments) on random loss
 // gradients, with a third of the splats out of view (their loss gradient is zero and not read,
 // but the regularisers' still applies unless m.RegInView: they are means over every splat), and
@@ -584,29 +597,14 @@ func (r *rows) regularisedAdam(g *splat.Gaussians, m engine.MCMCStep) error {
 			}
 		}
 	}
-	if err := fe.upload(g, nil, nil, 0, nil); err != nil {
-		return fmt.Errorf("fused: compare: %w", err)
-	}
-	if err := gpu.UploadF32(fe.dev, fe.grads, pack(grads)); err != nil {
-		return fmt.Errorf("fused: compare: gradients: %w", err)
-	}
-	if err := gpu.UploadSlice(fe.dev, fe.valid, 0, valid); err != nil {
-		return fmt.Errorf("fused: compare: valid flags: %w", err)
-	}
-	if err := fe.dev.Memset(fe.ro.B, fe.ro.Off, roWords*4, 0); err != nil {
-		return fmt.Errorf("fused: compare: readout: %w", err)
-	}
 	lr := engine.LR{Means: 1e-3, LogScales: 5e-3, Quats: 1e-3, Opacity: 5e-2, SHDC: 2.5e-3, SHRest: 1.25e-4}
 	ap, err := adamArgs(fe.set.Adam, lr, 1, n, m, 1)
 	if err != nil {
 		return fmt.Errorf("fused: compare: %w", err)
 	}
-	if err := fe.adam(ap, fe.grads, fe.valid); err != nil {
-		return fmt.Errorf("fused: compare: adam: %w", err)
-	}
-	got, err := fe.Gaussians()
+	got, err := r.adamAlone(ap, g, nil, nil, 0, grads, valid)
 	if err != nil {
-		return fmt.Errorf("fused: compare: parameters: %w", err)
+		return err
 	}
 	inView := make([]bool, n)
 	for i := range inView {
