@@ -5,6 +5,7 @@ import (
 
 	"github.com/rlxsplat/rlxsplat/internal/fmath"
 	"github.com/rlxsplat/rlxsplat/internal/prep"
+	"github.com/rlxsplat/rlxsplat/internal/raster"
 )
 
 // borderTol is how close, relative to its threshold, a decision of a pixel's walk must come to
@@ -22,9 +23,9 @@ const borderTol = 1e-5
 // decision on the way came within borderTol of its threshold. Each product is converted
 // explicitly, so that no compiler fuses it into a multiply-add.
 func walkEWA(p *prep.ProjectedOf[float32], ids []int32, x, y int) (count int, near bool) {
-	const terminate = float32(1e-4)
+	terminate := float32(raster.TerminateT)
 	amin := float32(prep.AlphaMin)
-	close := func(v, thr float32) bool {
+	within := func(v, thr float32) bool {
 		return math.Abs(float64(v)-float64(thr)) <= borderTol*math.Max(math.Abs(float64(thr)), 1e-30)
 	}
 	t := float32(1)
@@ -34,7 +35,7 @@ func walkEWA(p *prep.ProjectedOf[float32], ids []int32, x, y int) (count int, ne
 		if !(o > 0) {
 			continue
 		}
-		cut := fmath.Log(amin/o) - float32(1e-3) // POWER_SLACK
+		cut := fmath.Log(amin/o) - float32(raster.PowerSlack)
 		if !(cut <= 0) {
 			continue
 		}
@@ -45,7 +46,7 @@ func walkEWA(p *prep.ProjectedOf[float32], ids []int32, x, y int) (count int, ne
 		hcy := float32(float32(hc*dy) * dy)
 		dx := (float32(x) + 0.5) - mx
 		power := -(float32(dx*(float32(ha*dx)+hb)) + hcy)
-		near = near || close(power, cut)
+		near = near || within(power, cut)
 		if !(power >= cut) || power > 0 {
 			continue
 		}
@@ -53,12 +54,12 @@ func walkEWA(p *prep.ProjectedOf[float32], ids []int32, x, y int) (count int, ne
 		if alpha > float32(prep.AlphaMax) {
 			alpha = float32(prep.AlphaMax)
 		}
-		near = near || close(alpha, amin)
+		near = near || within(alpha, amin)
 		if !(alpha >= amin) {
 			continue
 		}
 		tn := float32(t * (1 - alpha))
-		near = near || close(tn, terminate)
+		near = near || within(tn, terminate)
 		if tn < terminate {
 			break
 		}

@@ -414,6 +414,12 @@ func (r *rows) sparseAdam(g *splat.Gaussians) error {
 		}
 		return p, nil
 	}
+	out := 0 // splats out of view
+	for _, in := range inView {
+		if !in {
+			out++
+		}
+	}
 	ds := fe.set.Adam
 	ds.VisibleOnly, ds.VisibleOnlySH = false, false
 	dense, err := host(ds)
@@ -426,7 +432,7 @@ func (r *rows) sparseAdam(g *splat.Gaussians) error {
 		leftPerSplat int
 	}{
 		{"adam dense from moments", false, false, 0},
-		{"adam visible-only sh rest", false, true, 45},
+		{"adam visible-only sh rest", false, true, shRestFloats},
 		{"adam visible-only", true, false, paramFloats},
 	} {
 		s := fe.set.Adam
@@ -445,12 +451,6 @@ func (r *rows) sparseAdam(g *splat.Gaussians) error {
 		}
 		d := countDiff(pack(got), pack(want))
 		left := countDiff(pack(want), pack(dense))
-		out := 0
-		for _, in := range inView {
-			if !in {
-				out++
-			}
-		}
 		// A left value of a splat out of view differs from its dense update unless that update
 		// rounds away (a moment drawn near zero): the host's result must differ from the dense
 		// one in most of those values and nowhere else.

@@ -18,6 +18,9 @@ import (
 // paramFloats is the number of floats per splat in the packed layout (shaders/common.h).
 const paramFloats = abi.ParamFloats
 
+// shRestFloats is the SH rest's share of a splat's packed floats (bands 1–3, after the DC's 3).
+const shRestFloats = splat.SHCoeffs*3 - 3
+
 // pgFloats is the number of floats per splat of the prepared-data gradients: colour 3,
 // opacity 1, mean2d 2, conic 3, rayU 3, rayA 9, at these offsets (× capacity).
 const (

@@ -240,13 +240,12 @@ func MinimalCosts(w Workload) ([]StageCost, error) {
 		projBwdWords += v * (1 + 2*statWords) // radius, and the statistics read and written
 	}
 	// Values Adam updates, reading and writing each with its two moments.
-	const shRest = 45
 	updated := n * paramFloats
 	switch {
 	case w.AdamVisibleOnly:
 		updated = v * paramFloats
 	case w.AdamVisibleSH:
-		updated = n*(paramFloats-shRest) + v*shRest
+		updated = n*(paramFloats-shRestFloats) + v*shRestFloats
 	}
 	adamWords := n + v*paramFloats // the flags, and the visible splats' gradients
 	projBwd := StageCost{engine.StageProjectBwd, word * projBwdWords, v * (projBwdFlops + shBwdFlops(w.SHDegree))}

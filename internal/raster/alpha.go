@@ -13,11 +13,11 @@ import (
 // skip/blend decision at every pixel (the backward recomputes alpha instead
 // of storing hits), so every expression that feeds a decision lives here, once.
 
-// powerSlack widens the cheap "exponent below the cutoff" test (and the
+// PowerSlack (shaders/common.h POWER_SLACK) widens the cheap "exponent below the cutoff" test (and the
 // footprint crop built on it) beyond the exact alpha < AlphaMin rule, so that
 // rounding in the cheap test never skips a pixel the exact rule would blend:
 // a pixel it skips has alpha below AlphaMin·e^(−0.001).
-const powerSlack = 1e-3
+const PowerSlack = 1e-3
 
 // cropInflate widens prep's ray-model footprint (BoundQ) a little, so that
 // rounding in prep's float32 silhouette never drops a pixel at its edge.
@@ -33,9 +33,9 @@ func powerCut[F splat.Float](o, amin F) float64 {
 		return math.Inf(1)
 	}
 	if F(1+1e-9) == 1 {
-		return float64(fmath.Log(float32(amin)/float32(o)) - float32(powerSlack))
+		return float64(fmath.Log(float32(amin)/float32(o)) - float32(PowerSlack))
 	}
-	return math.Log(float64(amin)/float64(o)) - powerSlack
+	return math.Log(float64(amin)/float64(o)) - PowerSlack
 }
 
 // alphaOf returns alpha = min(AlphaMax, o·G) with G = exp(power), and whether
