@@ -26,8 +26,8 @@
 //   tiles' chunk counts, chunkStart[tiles] = every chunk; chunkTile [chunks] u32: each chunk's
 //   tile. The chunks number at most entries/CHUNK + tiles (raster.h), as the host sizes them.
 // raster_bwd_ewa, raster_bwd_ray: one kernel compiled per render model, as raster_fwd_*, with
-//   its thread mapping within a tile: BWD_PX pixels a thread (EWA two, the block tileSize²/2
-//   threads; ray one, as the forward). Block b walks the chunks b, b +
+//   its thread mapping within a tile: BWD_PX (two) pixels a thread, the block tileSize²/2
+//   threads. Block b walks the chunks b, b +
 //   nblocks, ... below chunkStart[tiles] (the host sizes the grid for the most chunks the
 //   lists' capacity allows, capped: the count is on the device, and the blocks past it leave
 //   at once); for each, the chunk's entries up to the tile's walk are staged in shared memory
@@ -81,19 +81,17 @@ DEVICE void flush_grads(Thr th, raster_bwd_args a, SPTR u32* sId, SPTR float* sG
     }
 }
 
-// BWD_PX is how many pixels a raster_bwd thread takes: EWA two, the vertically adjacent 8×4
-// blocks of the forward's warps w and w + across (tile_pixel), so that a warp walks an 8×8
-// block and each splat's staged loads, warp sum and shared atomics serve 64 pixels instead of
-// 32; the ray model one (its per-pixel ray and 13 geometry floats leave no registers for a
-// second pixel).
-#define BWD_PX(RAY) ((RAY) ? 1u : 2u)
+// BWD_PX is how many pixels a raster_bwd thread takes, in both models: two, the vertically
+// adjacent 8×4 blocks of the forward's warps w and w + across (tile_pixel), so that a warp
+// walks an 8×8 block and each splat's staged loads, warp sum and shared atomics serve 64
+// pixels instead of 32.
+#define BWD_PX 2u
 
 // bwd_pixel is the forward's thread index (tile_pixel's tid, and the chunk states' pixel) of
 // pixel q < BWD_PX of raster_bwd thread tid in a tile of edge ts (8, 16 or 32: ts/4 rows of
 // forward warps, an even number).
-template <bool RAY> DEVICE u32 bwd_pixel(u32 tid, int ts, u32 q)
+DEVICE u32 bwd_pixel(u32 tid, int ts, u32 q)
 {
-    if (BWD_PX(RAY) == 1u) return tid;
     u32 w = tid >> 5u, across = (u32)ts >> 3u;
     u32 f0 = (w / across) * 2u * across + w % across;
     return (f0 + q * across) * 32u + (tid & 31u);
@@ -103,7 +101,7 @@ template <bool RAY>
 DEVICE void raster_bwd_chunk(Thr th, raster_bwd_args a, SPTR Staged<RAY, CHUNK>& s, SPTR u32* sId, SPTR float* sGrad, u32 chunk)
 {
     const Raster& rp = a.rp;
-    const u32 PX = BWD_PX(RAY);
+    const u32 PX = BWD_PX;
     // Gradient values per splat: colour 3, opacity 1, EWA mean2d 2 + conic 3 (+ mean2d's
     // absolute sums 2 with absGrad), ray u 3 + A 9.
     const u32 nv = RAY ? 16u : (a.absGrad ? 11u : 9u);
@@ -117,13 +115,13 @@ DEVICE void raster_bwd_chunk(Thr th, raster_bwd_args a, SPTR Staged<RAY, CHUNK>&
     u32 P = (u32)(ts * ts);
     // Each pixel's walk state: where its count ends, T and the colour behind the entry, its
     // loss gradient, and (ray) its direction.
-    int x[BWD_PX(RAY)], y[BWD_PX(RAY)];
-    u32 cnt[BWD_PX(RAY)];
-    float T[BWD_PX(RAY)], br[BWD_PX(RAY)], bg[BWD_PX(RAY)], bb[BWD_PX(RAY)];
-    float gr[BWD_PX(RAY)], gg[BWD_PX(RAY)], gb[BWD_PX(RAY)];
-    float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f;
+    int x[BWD_PX], y[BWD_PX];
+    u32 cnt[BWD_PX];
+    float T[BWD_PX], br[BWD_PX], bg[BWD_PX], bb[BWD_PX];
+    float gr[BWD_PX], gg[BWD_PX], gb[BWD_PX];
+    float d0[BWD_PX], d1[BWD_PX], d2[BWD_PX];
     for (u32 q = 0; q < PX; q++) {
-        u32 fp = bwd_pixel<RAY>(th.tid, ts, q);
+        u32 fp = bwd_pixel(th.tid, ts, q);
         tile_pixel(fp, ts, x[q], y[q]);
         x[q] += (int)(tile % (u32)rp.tilesX) * ts;
         y[q] += (int)(tile / (u32)rp.tilesX) * ts;
@@ -131,11 +129,12 @@ DEVICE void raster_bwd_chunk(Thr th, raster_bwd_args a, SPTR Staged<RAY, CHUNK>&
         u32 pix = inside ? (u32)y[q] * (u32)rp.W + (u32)x[q] : 0u;
         cnt[q] = inside ? a.count[pix] : 0u;
         T[q] = br[q] = bg[q] = bb[q] = gr[q] = gg[q] = gb[q] = 0.0f;
+        d0[q] = d1[q] = d2[q] = 0.0f;
         if (cnt[q] > lo) {
             if (RAY) {
-                d0 = a.rays[pix * 3];
-                d1 = a.rays[pix * 3 + 1];
-                d2 = a.rays[pix * 3 + 2];
+                d0[q] = a.rays[pix * 3];
+                d1[q] = a.rays[pix * 3 + 1];
+                d2[q] = a.rays[pix * 3 + 2];
             }
             if (cnt[q] <= stop) { // the walk ends in this chunk: start from the forward's end state
                 T[q] = a.finalT[pix];
@@ -184,7 +183,7 @@ DEVICE void raster_bwd_chunk(Thr th, raster_bwd_args a, SPTR Staged<RAY, CHUNK>&
                 float w[3] = {0.0f, 0.0f, 0.0f}, rv[3];
                 bool ok;
                 if (RAY) {
-                    ok = ray_perp(geo, cut, d0, d1, d2, w, sc, rv);
+                    ok = ray_perp(geo, cut, d0[q], d1[q], d2[q], w, sc, rv);
                     if (ok) power = ray_power(w);
                 } else {
                     power = ewa_power(geo, x[q], y[q], dx, dy);
@@ -221,9 +220,9 @@ DEVICE void raster_bwd_chunk(Thr th, raster_bwd_args a, SPTR Staged<RAY, CHUNK>&
                     float qs = dp * sc;
                     for (int r = 0; r < 3; r++) {
                         float qr = qs * w[r];
-                        v[7 + r * 3] += qr * d0;
-                        v[8 + r * 3] += qr * d1;
-                        v[9 + r * 3] += qr * d2;
+                        v[7 + r * 3] += qr * d0[q];
+                        v[8 + r * 3] += qr * d1[q];
+                        v[9 + r * 3] += qr * d2[q];
                     }
                 } else {
                     float ka = geo[2], kb = geo[3], kc = geo[4];
@@ -301,7 +300,7 @@ DEVICE void raster_bwd_chunks_body(Thr th, raster_bwd_chunks_args a, SPTR u32* w
     }
 }
 
-// raster_bwd_ewa has launch bounds (internal/fused/abi/spec says why); raster_bwd_ray none.
+// raster_bwd_ewa and raster_bwd_ray have launch bounds (internal/fused/abi/spec says why).
 DEVICE void raster_bwd_ewa_body(Thr th, raster_bwd_args a, SPTR Staged<false, CHUNK>& s, SPTR u32* sId, SPTR float* sGrad)
 {
     raster_bwd_run<false>(th, a, s, sId, sGrad);

@@ -57,6 +57,8 @@ var parityCases = []parityCase{
 	{name: "ray/gpu-conic/l1-ssim/sh3", model: prep.Ray, bin: engine.BinGPUConic, loss: loss.L1SSIM, sh: 3, bg: [3]float32{1, 1, 1}, seed: 5},
 	{name: "ray/gpu-radius-aabb/l1-ssim/sh0", model: prep.Ray, bin: engine.BinGPURadiusAABB, loss: loss.L1SSIM, sh: 0, seed: 6},
 	{name: "ray/cpu-conic/mse/sh2", model: prep.Ray, bin: engine.BinCPUConic, loss: loss.MSE, sh: 2, seed: 7},
+	{name: "ray/gpu-conic/l1-ssim/sh1/tile8", model: prep.Ray, bin: engine.BinGPUConic, loss: loss.L1SSIM, sh: 1, tile: 8, seed: 8},
+	{name: "ray/gpu-conic/mse/sh0/tile32", model: prep.Ray, bin: engine.BinGPUConic, loss: loss.MSE, sh: 0, tile: 32, bg: [3]float32{0.3, 0.6, 0.1}, seed: 9},
 }
 
 // TestStageParity runs one step on the fused and the CPU engine for every case and compares

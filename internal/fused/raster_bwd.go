@@ -45,12 +45,9 @@ func (e *Engine) rasterBwd(cam *camera.Camera, bg [3]float32, tiles int) error {
 		AbsGrad: e.absGrad(), GMean2dAbs: e.pgAt(pgMean2DAbs)})
 }
 
-// bwdThreads is a raster_bwd block: raster_bwd.cu's BWD_PX pixels a thread, two for EWA (a
-// whole number of warps for tiles of 8, 16 and 32 pixels), one for the ray model.
+// bwdThreads is a raster_bwd block: raster_bwd.cu's BWD_PX pixels a thread, two in both
+// render models (a whole number of warps for tiles of 8, 16 and 32 pixels).
 func (e *Engine) bwdThreads() gpu.Dim3 {
-	if e.set.Render == prep.Ray {
-		return e.tileThreads()
-	}
 	ts := e.set.TileSize
 	return gpu.Dim3{uint32((ts*ts/2 + 31) / 32 * 32)}
 }

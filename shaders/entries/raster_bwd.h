@@ -72,7 +72,7 @@ extern "C" __global__ void __launch_bounds__(512, 2) raster_bwd_ewa(Raster rp, c
     raster_bwd_ewa_body(th, a, s, sId, sGrad);
 }
 
-extern "C" __global__ void raster_bwd_ray(Raster rp, const GPTR u32* readout, u32 numTiles, const GPTR u32* tileOffsets, const GPTR u32* ids, const GPTR float* opacity, const GPTR float* color, const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU, const GPTR float* rayA, const GPTR float* rays, const GPTR float* finalT, const GPTR u32* count, const GPTR float* image, const GPTR u32* tileWalk, const GPTR float* chunkState, const GPTR u32* chunkStart, const GPTR u32* chunkTile, const GPTR float* dImage, GPTR float* gColor, GPTR float* gOpacity, GPTR float* gMean2d, GPTR float* gConic, GPTR float* gRayU, GPTR float* gRayA, u32 absGrad, GPTR float* gMean2dAbs)
+extern "C" __global__ void __launch_bounds__(512, 2) raster_bwd_ray(Raster rp, const GPTR u32* readout, u32 numTiles, const GPTR u32* tileOffsets, const GPTR u32* ids, const GPTR float* opacity, const GPTR float* color, const GPTR float* mean2d, const GPTR float* conic, const GPTR float* rayU, const GPTR float* rayA, const GPTR float* rays, const GPTR float* finalT, const GPTR u32* count, const GPTR float* image, const GPTR u32* tileWalk, const GPTR float* chunkState, const GPTR u32* chunkStart, const GPTR u32* chunkTile, const GPTR float* dImage, GPTR float* gColor, GPTR float* gOpacity, GPTR float* gMean2d, GPTR float* gConic, GPTR float* gRayU, GPTR float* gRayA, u32 absGrad, GPTR float* gMean2dAbs)
 {
     __shared__ Staged<true, CHUNK> s;
     __shared__ u32 sId[64];
@@ -145,7 +145,7 @@ kernel void raster_bwd_chunks(device const u32* readout [[buffer(0)]],
     raster_bwd_ewa_body(th, a, s, sId, sGrad);
 }
 
-kernel void raster_bwd_ray(constant Raster& rp [[buffer(0)]],
+[[max_total_threads_per_threadgroup(512)]] kernel void raster_bwd_ray(constant Raster& rp [[buffer(0)]],
     device const u32* readout [[buffer(1)]],
     constant u32& numTiles [[buffer(2)]],
     device const u32* tileOffsets [[buffer(3)]],

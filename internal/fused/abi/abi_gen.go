@@ -1150,7 +1150,7 @@ func (k *EngineKernels) RasterBwdEwa(grid, block gpu.Dim3, a RasterBwdArgs) erro
 
 // RasterBwdRay launches raster_bwd_ray (shaders/raster_bwd.cu) on a grid of grid blocks of block threads.
 func (k *EngineKernels) RasterBwdRay(grid, block gpu.Dim3, a RasterBwdArgs) error {
-	l := newLaunch("raster_bwd_ray", grid, block, 0, 0, 28)
+	l := newLaunch("raster_bwd_ray", grid, block, 0, 512, 28)
 	l.bytes(a.Rp.Bytes())
 	l.buf("readout", a.Readout, 4)
 	l.u32(a.NumTiles)
@@ -1355,7 +1355,7 @@ var Kernels = []KernelInfo{
 	{Name: "loss_finish", Unit: "loss.cu", Params: 5, InlineBytes: 36, SharedBytes: 6144, Block: 256, MaxThreads: 0},
 	{Name: "raster_bwd_chunks", Unit: "raster_bwd.cu", Params: 5, InlineBytes: 36, SharedBytes: 32, Block: 256, MaxThreads: 0},
 	{Name: "raster_bwd_ewa", Unit: "raster_bwd.cu", Params: 28, InlineBytes: 256, SharedBytes: 7424, Block: 0, MaxThreads: 512},
-	{Name: "raster_bwd_ray", Unit: "raster_bwd.cu", Params: 28, InlineBytes: 256, SharedBytes: 9472, Block: 0, MaxThreads: 0},
+	{Name: "raster_bwd_ray", Unit: "raster_bwd.cu", Params: 28, InlineBytes: 256, SharedBytes: 9472, Block: 0, MaxThreads: 512},
 	{Name: "project_bwd", Unit: "project_bwd.cu", Params: 22, InlineBytes: 296, SharedBytes: 25600, Block: 0, MaxThreads: 128},
 	{Name: "adam_step", Unit: "adam.cu", Params: 7, InlineBytes: 188, SharedBytes: 72, Block: 256, MaxThreads: 0},
 	{Name: "opacity_reset", Unit: "adam.cu", Params: 3, InlineBytes: 16, SharedBytes: 0, Block: 0, MaxThreads: 0},

@@ -260,7 +260,12 @@ var Units = []Unit{
 		// 128 threads).
 		{Name: "raster_bwd_ewa", Args: "raster_bwd", Params: rasterBwdParams, MaxThreads: 512, MinBlocks: 2,
 			Shared: rasterBwdShared("Staged<false, CHUNK>")},
-		{Name: "raster_bwd_ray", Args: "raster_bwd", Params: rasterBwdParams,
+		// raster_bwd_ray's bounds: two pixels a thread, as EWA, so a 32-pixel tile's block has
+		// 512 threads; at 2 such blocks an SM, 64 registers a thread (56 bytes spilled; 8 blocks
+		// of a 16-pixel tile's 128 threads). H100, 1M splats on bonsai: 2.05 ms at tile size 16
+		// and 2.29 at 32, against 2.23 and 2.84 bounded to one block an SM (89 registers), and
+		// 2.42 and 2.84 at one pixel a thread (55 registers, unbounded).
+		{Name: "raster_bwd_ray", Args: "raster_bwd", Params: rasterBwdParams, MaxThreads: 512, MinBlocks: 2,
 			Shared: rasterBwdShared("Staged<true, CHUNK>")},
 	}},
 	{Name: "project_bwd", Set: "Engine", Kernels: []Kernel{
