@@ -113,7 +113,7 @@ struct AdamGroup {
 };
 static_assert(sizeof(AdamGroup) == 16, "struct AdamGroup: 16 bytes on the host");
 
-// AdamP: one Adam step: the six groups, then β1, β2, 1−β1, 1−β2, ε, the splat count, the visible-only groups (bit g for group g), the MCMC regularisers' coefficients (engine.RegCoeffs; 0 = off) and whether they reach the splats in view only (engine.MCMCStep.RegInView), and the factor adam_step takes the summed gradients by (1/B for a batch of B views).
+// AdamP: one Adam step: the six groups, then β1, β2, 1−β1, 1−β2, ε, the splat count, the visible-only groups (bit g for group g), the MCMC regularisers' coefficients (engine.RegCoeffs; 0 = off) and whether they reach the splats in view only (engine.MCMCStep.RegInView), the factor adam_step takes the summed gradients by (1/B for a batch of B views), and how many of a splat's 48 SH floats Adam updates (3(d+1)² for the highest degree d any step has used: the others have zero gradients and zero moments, so their update would leave them as they are).
 struct AdamP {
     AdamGroup g[6];
     float b1;
@@ -127,8 +127,9 @@ struct AdamP {
     float cs;
     u32 regInView;
     float gradScale;
+    u32 shLive;
 };
-static_assert(sizeof(AdamP) == 140, "struct AdamP: 140 bytes on the host");
+static_assert(sizeof(AdamP) == 144, "struct AdamP: 144 bytes on the host");
 
 // RayCam: the pinhole camera pixel_rays builds each pixel's ray from, every value a float32 pair hi + lo (prep.RayCam).
 struct RayCam {
@@ -222,6 +223,7 @@ DEVICE AdamP rlx_copy(constant AdamP& s)
     r.cs = s.cs;
     r.regInView = s.regInView;
     r.gradScale = s.gradScale;
+    r.shLive = s.shLive;
     return r;
 }
 DEVICE RayCam rlx_copy(constant RayCam& s)

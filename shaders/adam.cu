@@ -22,6 +22,11 @@
 //   skipped because the update or the new value was not finite.
 //   With the MCMC regularisers on (ap.co, ap.cs), their gradient joins every updated element's
 //   (adam.h's adam_grad), in view or not (ap.regInView: in view only).
+//   SH floats at or above ap.shLive in their splat's row are left alone: they belong to bands
+//   above the highest degree any step has used, so their gradients and moments are zero and
+//   the dense update (m = v = 0, u = −0) would leave every value as it is, bit for bit. The
+//   first 3000 steps of a degree-3 schedule, and every step of a lower model.sh_degree, then
+//   skip a fifth to three quarters of the 59 floats.
 // opacity_reset: one thread per splat; logit = min(logit, maxLogit) (the original's opacity
 //   reset; the host zeroes the opacity moments).
 #include "prelude.h"
@@ -33,8 +38,9 @@
 // AdamP and its AdamGroup (passed by value: one step's sizes and corrections) are declared in
 // abi.h.
 
-// locate returns element e's group and sets its splat.
-DEVICE u32 locate(u32 e, u32 n, u32& splat)
+// locate returns element e's group and sets its splat and, for an SH element, its place col
+// in the splat's 48 SH floats (left alone otherwise).
+DEVICE u32 locate(u32 e, u32 n, u32& splat, u32& col)
 {
     if (e < OFF_SCALES(n)) {
         splat = e / 3u;
@@ -54,7 +60,8 @@ DEVICE u32 locate(u32 e, u32 n, u32& splat)
     }
     u32 r = e - OFF_SH(n);
     splat = r / (u32)SH_STRIDE;
-    return r % (u32)SH_STRIDE < 3u ? 4u : 5u;
+    col = r % (u32)SH_STRIDE;
+    return col < 3u ? 4u : 5u;
 }
 
 DEVICE void adam_step_body(Thr th, adam_step_args a, SPTR float* gtab)
@@ -80,8 +87,9 @@ DEVICE void adam_step_body(Thr th, adam_step_args a, SPTR float* gtab)
         live[q] = upd[q] = false;
         grp[q] = 0u;
         if (q >= cnt) continue;
-        u32 splat;
-        grp[q] = locate(e0 + q, n, splat);
+        u32 splat, col = 0u;
+        grp[q] = locate(e0 + q, n, splat, col);
+        if (grp[q] >= 4u && col >= ap.shLive) continue; // above every degree used so far: a no-op
         live[q] = valid[splat] != 0u;
         upd[q] = live[q] || ((ap.visibleOnly >> grp[q]) & 1u) == 0u;
         anyLive = anyLive || live[q];

@@ -115,7 +115,7 @@ func refRasterBytes(cam *camera.Camera, set *engine.Settings, bg [3]float32) []b
 	return w.b
 }
 
-func refAdamBytes(s engine.AdamSettings, lr engine.LR, t int64, n int, m engine.MCMCStep, views int) ([]byte, error) {
+func refAdamBytes(s engine.AdamSettings, lr engine.LR, t int64, n int, m engine.MCMCStep, views, shUsed int) ([]byte, error) {
 	lrs := [6]float32{lr.Means, lr.LogScales, lr.Quats, lr.Opacity, lr.SHDC, lr.SHRest}
 	b1, b2, eps := float64(s.Beta1), float64(s.Beta2), float64(s.Eps)
 	bc1 := 1 - math.Pow(b1, float64(t))
@@ -151,6 +151,7 @@ func refAdamBytes(s engine.AdamSettings, lr engine.LR, t int64, n int, m engine.
 	}
 	w.u32(inView)
 	w.f32(float32(1 / float64(views))) // gradScale
+	w.u32(uint32(3 * (shUsed + 1) * (shUsed + 1)))
 	return w.b, nil
 }
 
@@ -225,11 +226,12 @@ func TestArgsBytesMatchReference(t *testing.T) {
 					m = engine.MCMCStep{OpacityReg: 0.01, ScaleReg: 0.03, RegInView: ci%2 == 0}
 				}
 				views := int(step%3) + 1 // 2, 3, 1
-				a, err := adamArgs(set.Adam, lr, step, 999, m, views)
+				shUsed := int(step % 4)  // 1, 2, 0
+				a, err := adamArgs(set.Adam, lr, step, 999, m, views, shUsed)
 				if err != nil {
 					t.Fatal(err)
 				}
-				want, err := refAdamBytes(set.Adam, lr, step, 999, m, views)
+				want, err := refAdamBytes(set.Adam, lr, step, 999, m, views, shUsed)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -342,7 +342,7 @@ func compare(dev gpu.Device, set engine.Settings, g *splat.Gaussians, v *engine.
 	if err := dev.Memset(fe.ro.B, fe.ro.Off, roWords*4, 0); err != nil {
 		return nil, fmt.Errorf("fused: compare: readout: %w", err)
 	}
-	ap, err := adamArgs(set.Adam, o.LR, 1, n, o.MCMC, 1)
+	ap, err := adamArgs(set.Adam, o.LR, 1, n, o.MCMC, 1, shAll)
 	if err != nil {
 		return nil, fmt.Errorf("fused: compare: %w", err)
 	}
@@ -437,7 +437,7 @@ func (r *rows) sparseAdam(g *splat.Gaussians) error {
 	} {
 		s := fe.set.Adam
 		s.VisibleOnly, s.VisibleOnlySH = c.all, c.shRest
-		ap, err := adamArgs(s, lr, step, n, engine.MCMCStep{}, 1)
+		ap, err := adamArgs(s, lr, step, n, engine.MCMCStep{}, 1, shAll)
 		if err != nil {
 			return fmt.Errorf("fused: compare: %w", err)
 		}
@@ -461,6 +461,47 @@ func (r *rows) sparseAdam(g *splat.Gaussians) error {
 		r.count(c.name, d, n*paramFloats, fmt.Sprintf("%d of %d values differ from the CPU optimizer from the same moments; %d values left where a dense step moves them (of %d in groups left out of view)",
 			min(d, n*paramFloats), n*paramFloats, left, maxLeft))
 	}
+	return r.adamBelowDegree(g, m, v, grads, valid, inView, step, lr)
+}
+
+// adamBelowDegree is sparseAdam's dense row for a run that has used SH degree 1 at most: the
+// moments and gradients of bands 2 and 3 are zero, and adam_step, told so (shLiveFloats), skips
+// them; the CPU optimizer updates every value. The parameters must agree everywhere: a skip
+// that reached a band in use would leave its values where the dense step moves them.
+func (r *rows) adamBelowDegree(g, m, v, grads *splat.Gaussians, valid []uint32, inView []bool, step int64, lr engine.LR) error {
+	const used = 1
+	const live = 3 * 4 // bands 0 and 1: four coefficients of three colours, counted apart from shLiveFloats
+	m, v, grads = m.Clone(), v.Clone(), grads.Clone()
+	for _, x := range []*splat.Gaussians{m, v, grads} {
+		for i := 0; i < x.Len(); i++ {
+			clear(x.SH[i*3*splat.SHCoeffs+live : (i+1)*3*splat.SHCoeffs])
+		}
+	}
+	s := r.e.set.Adam
+	s.VisibleOnly, s.VisibleOnlySH = false, false
+	ap, err := adamArgs(s, lr, step, g.Len(), engine.MCMCStep{}, 1, used)
+	if err != nil {
+		return fmt.Errorf("fused: compare: %w", err)
+	}
+	got, err := r.adamAlone(ap, g, m, v, step-1, grads, valid)
+	if err != nil {
+		return err
+	}
+	opt, err := adam.New(s.Optimizer(), g.Len())
+	if err != nil {
+		return fmt.Errorf("fused: compare: host adam: %w", err)
+	}
+	opt.M, opt.V = m, v
+	for k := range opt.Steps {
+		opt.Steps[k] = step - 1
+	}
+	want := g.Clone()
+	if _, err := opt.Step(want, grads, [adam.NumGroups]float32{lr.Means, lr.LogScales, lr.Quats, lr.Opacity, lr.SHDC, lr.SHRest}, inView); err != nil {
+		return fmt.Errorf("fused: compare: host adam: %w", err)
+	}
+	d := countDiff(pack(got), pack(want))
+	moved := countDiff(pack(want), pack(g))
+	r.count("adam below the sh degree used", d, g.Len()*paramFloats, fmt.Sprintf("%d of %d values differ from the CPU optimizer, which updates every band; %d values moved", min(d, g.Len()*paramFloats), g.Len()*paramFloats, moved))
 	return nil
 }
 
@@ -598,7 +639,7 @@ func (r *rows) regularisedAdam(g *splat.Gaussians, m engine.MCMCStep) error {
 		}
 	}
 	lr := engine.LR{Means: 1e-3, LogScales: 5e-3, Quats: 1e-3, Opacity: 5e-2, SHDC: 2.5e-3, SHRest: 1.25e-4}
-	ap, err := adamArgs(fe.set.Adam, lr, 1, n, m, 1)
+	ap, err := adamArgs(fe.set.Adam, lr, 1, n, m, 1, shAll)
 	if err != nil {
 		return fmt.Errorf("fused: compare: %w", err)
 	}

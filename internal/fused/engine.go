@@ -72,6 +72,10 @@ type Engine struct {
 	hitMask  gpu.Buffer // bin.cu: each small box's tiles hit
 	editSrc  gpu.Buffer // edit.cu: the plan's source splat per new splat
 	adamStep int64
+	// shUsed is the highest SH degree a step has used since the moments were last set from
+	// outside (an uploaded state counts as degree 3): adam_step leaves the SH floats above it
+	// alone (shLiveFloats).
+	shUsed int
 
 	// Tile lists, capacity listCap entries: u32 tile keys and splat ids; sortedKeys/IDs name
 	// the pair that holds the sorted lists after the last sort. hist serves both sorts.
@@ -545,6 +549,10 @@ func (e *Engine) upload(g, m, v *splat.Gaussians, step int64, st *engine.Stats) 
 		}
 	}
 	e.adamStep = step
+	e.shUsed = 0
+	if m != nil || v != nil {
+		e.shUsed = shAll // moments from elsewhere may be non-zero in any band
+	}
 	if st == nil {
 		return e.ResetStats()
 	}

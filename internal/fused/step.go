@@ -294,7 +294,8 @@ func (e *Engine) SubmitBatch(vs []*engine.View, o engine.StepOptions) error {
 	if e.batchViews > 0 {
 		views = e.batchViews
 	}
-	ap, err := adamArgs(e.set.Adam, o.LR, t, e.n, o.MCMC, views)
+	e.shUsed = max(e.shUsed, o.SHDegree)
+	ap, err := adamArgs(e.set.Adam, o.LR, t, e.n, o.MCMC, views, e.shUsed)
 	if err != nil {
 		return err
 	}

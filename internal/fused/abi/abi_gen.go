@@ -230,7 +230,7 @@ func (s *AdamGroup) put(b []byte) {
 	putF32(b[12:], s.Pad)
 }
 
-// AdamP is struct AdamP of shaders/abi.h: one Adam step: the six groups, then β1, β2, 1−β1, 1−β2, ε, the splat count, the visible-only groups (bit g for group g), the MCMC regularisers' coefficients (engine.RegCoeffs; 0 = off) and whether they reach the splats in view only (engine.MCMCStep.RegInView), and the factor adam_step takes the summed gradients by (1/B for a batch of B views).
+// AdamP is struct AdamP of shaders/abi.h: one Adam step: the six groups, then β1, β2, 1−β1, 1−β2, ε, the splat count, the visible-only groups (bit g for group g), the MCMC regularisers' coefficients (engine.RegCoeffs; 0 = off) and whether they reach the splats in view only (engine.MCMCStep.RegInView), the factor adam_step takes the summed gradients by (1/B for a batch of B views), and how many of a splat's 48 SH floats Adam updates (3(d+1)² for the highest degree d any step has used: the others have zero gradients and zero moments, so their update would leave them as they are).
 type AdamP struct {
 	G           [6]AdamGroup
 	B1          float32
@@ -244,10 +244,11 @@ type AdamP struct {
 	Cs          float32
 	RegInView   uint32
 	GradScale   float32
+	ShLive      uint32
 }
 
 // AdamPSize is the bytes of struct AdamP.
-const AdamPSize = 140
+const AdamPSize = 144
 
 // Bytes returns s as the kernels read it: little-endian, C layout, padding zero.
 func (s *AdamP) Bytes() []byte {
@@ -271,6 +272,7 @@ func (s *AdamP) put(b []byte) {
 	putF32(b[128:], s.Cs)
 	putU32(b[132:], s.RegInView)
 	putF32(b[136:], s.GradScale)
+	putU32(b[140:], s.ShLive)
 }
 
 // RayCam is struct RayCam of shaders/abi.h: the pinhole camera pixel_rays builds each pixel's ray from, every value a float32 pair hi + lo (prep.RayCam).
@@ -1357,7 +1359,7 @@ var Kernels = []KernelInfo{
 	{Name: "raster_bwd_ewa", Unit: "raster_bwd.cu", Params: 28, InlineBytes: 256, SharedBytes: 7424, Block: 0, MaxThreads: 512},
 	{Name: "raster_bwd_ray", Unit: "raster_bwd.cu", Params: 28, InlineBytes: 256, SharedBytes: 9472, Block: 0, MaxThreads: 512},
 	{Name: "project_bwd", Unit: "project_bwd.cu", Params: 22, InlineBytes: 296, SharedBytes: 25600, Block: 0, MaxThreads: 128},
-	{Name: "adam_step", Unit: "adam.cu", Params: 7, InlineBytes: 188, SharedBytes: 72, Block: 256, MaxThreads: 0},
+	{Name: "adam_step", Unit: "adam.cu", Params: 7, InlineBytes: 192, SharedBytes: 72, Block: 256, MaxThreads: 0},
 	{Name: "opacity_reset", Unit: "adam.cu", Params: 3, InlineBytes: 16, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "gather_rows", Unit: "edit.cu", Params: 7, InlineBytes: 40, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "scatter_shapes", Unit: "edit.cu", Params: 6, InlineBytes: 40, SharedBytes: 0, Block: 0, MaxThreads: 0},

@@ -136,11 +136,11 @@ var Structs = []Struct{
 	{Name: "AdamGroup", Doc: "one parameter group's Adam step: lr/(1−β1ᵗ), 1/sqrt(1−β2ᵗ), the gradient clip (0 = off)", Fields: []Field{
 		{"stepSize", F32, 0}, {"invSqrtBc2", F32, 0}, {"clip", F32, 0}, {"pad", F32, 0},
 	}},
-	{Name: "AdamP", Doc: "one Adam step: the six groups, then β1, β2, 1−β1, 1−β2, ε, the splat count, the visible-only groups (bit g for group g), the MCMC regularisers' coefficients (engine.RegCoeffs; 0 = off) and whether they reach the splats in view only (engine.MCMCStep.RegInView), and the factor adam_step takes the summed gradients by (1/B for a batch of B views)", Fields: []Field{
+	{Name: "AdamP", Doc: "one Adam step: the six groups, then β1, β2, 1−β1, 1−β2, ε, the splat count, the visible-only groups (bit g for group g), the MCMC regularisers' coefficients (engine.RegCoeffs; 0 = off) and whether they reach the splats in view only (engine.MCMCStep.RegInView), the factor adam_step takes the summed gradients by (1/B for a batch of B views), and how many of a splat's 48 SH floats Adam updates (3(d+1)² for the highest degree d any step has used: the others have zero gradients and zero moments, so their update would leave them as they are)", Fields: []Field{
 		{"g", "AdamGroup", 6},
 		{"b1", F32, 0}, {"b2", F32, 0}, {"c1", F32, 0}, {"c2", F32, 0}, {"eps", F32, 0},
 		{"n", U32, 0}, {"visibleOnly", U32, 0}, {"co", F32, 0}, {"cs", F32, 0}, {"regInView", U32, 0},
-		{"gradScale", F32, 0},
+		{"gradScale", F32, 0}, {"shLive", U32, 0},
 	}},
 	{Name: "RayCam", Doc: "the pinhole camera pixel_rays builds each pixel's ray from, every value a float32 pair hi + lo (prep.RayCam)", Fields: []Field{
 		{"R", F32, 9}, {"RLo", F32, 9}, // world-to-camera rotation, row-major
