@@ -199,6 +199,9 @@ func runTrain(cmd *cobra.Command, o *trainOptions, c *config.Config, s *streams)
 		}
 		defer stop()
 	}
+	// Setup: the initial Gaussians (their neighbour search), the engine (on a GPU its context
+	// and kernels, compiled on a first run) and the training targets it holds.
+	setup := time.Since(start) - loaded
 	bar := newStepBar(s, opt.Iterations, tr.Step())
 	err = tr.Run(cmd.Context(), func(ev train.Event) { bar.event(ev) })
 	bar.finish()
@@ -207,9 +210,9 @@ func runTrain(cmd *cobra.Command, o *trainOptions, c *config.Config, s *streams)
 	}
 	ph := tr.Phases()
 	sec := func(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }
-	fmt.Fprintf(s.Err, "rlxsplat: done in %s (loading %s, steps %s, densification %s, evaluation %s, previews %s, checkpoints %s): %s\n",
-		time.Since(start).Round(time.Second), sec(loaded), sec(ph.Steps), sec(ph.Densify), sec(ph.Eval), sec(ph.Preview),
-		sec(ph.Checkpoint), opt.OutDir)
+	fmt.Fprintf(s.Err, "rlxsplat: done in %s (loading %s, setup %s, steps %s, densification %s, evaluation %s, previews %s, checkpoints %s, export %s): %s\n",
+		time.Since(start).Round(time.Second), sec(loaded), sec(setup), sec(ph.Steps), sec(ph.Densify), sec(ph.Eval), sec(ph.Preview),
+		sec(ph.Checkpoint), sec(ph.Export), opt.OutDir)
 	if m, ok := eng.(interface{ DeviceBytes() (current, peak int64) }); ok {
 		if _, peak := m.DeviceBytes(); peak > 0 {
 			fmt.Fprintf(s.Err, "rlxsplat: peak device memory %.0f MiB (the engine's buffers; the driver's context comes on top)\n", float64(peak)/(1<<20))

@@ -68,9 +68,10 @@ type queued struct {
 }
 
 // Phases is where a run's wall time went, so that a user (and a benchmark) can see what
-// besides the steps costs time: densification, evaluation, previews, checkpoints.
+// besides the steps costs time: densification, evaluation, previews, checkpoints, and the
+// end's export (the final scene and curve written, and the last checkpoint's write waited for).
 type Phases struct {
-	Steps, Densify, Eval, Preview, Checkpoint time.Duration
+	Steps, Densify, Eval, Preview, Checkpoint, Export time.Duration
 }
 
 // Phases returns the time spent so far in each phase of Run (this process only).
@@ -344,9 +345,11 @@ func (t *Trainer) Run(ctx context.Context, emit func(Event)) error {
 	// The final scene is read back and written while the writer's goroutine still writes the
 	// last checkpoint, so that the two files' encoding and syncing overlap (the run waited for
 	// the checkpoint first).
+	at := time.Now()
 	ferr := t.finish()
 	err = errors.Join(t.writes.close(emit), ferr)
 	t.writes = nil
+	t.phases.Export += time.Since(at)
 	return err
 }
 
