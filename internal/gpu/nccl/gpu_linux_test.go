@@ -241,6 +241,45 @@ func TestInitRankOneGPU(t *testing.T) {
 	checkValues(t, "sum", download(t, d, buf), func(i int) float32 { return x[i] })
 }
 
+// A rank's sends and receives in one group, itself its peer: the point-to-point path an
+// all-to-all exchange takes on one GPU, and the argument order of ncclSend and ncclRecv (a
+// count or a peer in the wrong place would move the wrong bytes or be refused).
+func TestSendRecvOneGPU(t *testing.T) {
+	lib := openNCCL(t)
+	d := openDevices(t, 1)[0]
+	comms, err := lib.InitAll([]int{0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeComms(t, comms)
+	c := comms[0]
+	x := make([]float32, count)
+	for i := range x {
+		x[i] = rankValue(0, i)
+	}
+	src, dst := upload(t, d, x), upload(t, d, make([]float32, count))
+	const head = 1000 // a second pair moves the source's first elements to the far end
+	err = onStream(d, []driver.Buffer{src, dst}, func(s uintptr, p []uintptr) error {
+		return lib.Group(func() error {
+			return errors.Join(
+				c.Send(p[0]+4*head, count-head, nccl.Float32, 0, s),
+				c.Recv(p[1], count-head, nccl.Float32, 0, s),
+				c.Send(p[0], head, nccl.Float32, 0, s),
+				c.Recv(p[1]+4*(count-head), head, nccl.Float32, 0, s))
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkValues(t, "received", download(t, d, dst), func(i int) float32 { return x[(i+head)%count] })
+	err = onStream(d, []driver.Buffer{src}, func(s uintptr, p []uintptr) error {
+		return c.Send(p[0], 1, nccl.Float32, 1, s)
+	})
+	if err == nil {
+		t.Fatal("a send to rank 1 of a one-rank communicator: no error")
+	}
+}
+
 // multi opens every device, skipping below two.
 func multi(t *testing.T) []*cuda.Device {
 	t.Helper()

@@ -38,6 +38,8 @@ type api struct {
 	ncclBroadcast      func(send, recv, count uintptr, dt, root int32, comm, stream uintptr) int32
 	ncclGroupStart     func() int32
 	ncclGroupEnd       func() int32
+	ncclSend           func(send, count uintptr, dt, peer int32, comm, stream uintptr) int32 // optional (2.7+)
+	ncclRecv           func(recv, count uintptr, dt, peer int32, comm, stream uintptr) int32 // optional (2.7+)
 }
 
 // symbol is one entry point to bind to a func variable.
@@ -61,6 +63,8 @@ func (a *api) symbols() []symbol {
 		{fptr: &a.ncclBroadcast, name: "ncclBroadcast"},
 		{fptr: &a.ncclGroupStart, name: "ncclGroupStart"},
 		{fptr: &a.ncclGroupEnd, name: "ncclGroupEnd"},
+		{fptr: &a.ncclSend, name: "ncclSend", optional: true},
+		{fptr: &a.ncclRecv, name: "ncclRecv", optional: true},
 	}
 	if structArgsByValue {
 		s = append(s, symbol{fptr: &a.ncclCommInitRank, name: "ncclCommInitRank"})
@@ -293,6 +297,40 @@ func (c *Comm) Broadcast(send, recv uintptr, count int, dt DataType, root int, s
 	r := c.lib.api.ncclBroadcast(send, recv, uintptr(count), int32(dt), int32(root), c.h, stream)
 	if err := c.lib.check(r, call, c.h); err != nil {
 		return fmt.Errorf("%w (%d %s from rank %d, rank %d of %d)", err, count, dt, root, c.rank, c.nranks)
+	}
+	return nil
+}
+
+// Send queues on stream the sending of count elements of type dt from send (a device pointer)
+// to rank peer, whose matching Recv takes them. A rank's sends and receives of one exchange go
+// inside one Group, where NCCL pairs them with the peers' and none waits on another (a rank may
+// be its own peer there); outside a group a Send does not complete before its Recv is
+// issued. Threading as for AllReduce. NCCL 2.7 and later.
+func (c *Comm) Send(send uintptr, count int, dt DataType, peer int, stream uintptr) error {
+	return c.p2p("ncclSend", c.lib.api.ncclSend, send, count, dt, peer, stream)
+}
+
+// Recv queues on stream the receiving of count elements of type dt from rank peer into recv
+// (a device pointer), sent by the peer's matching Send. As Send.
+func (c *Comm) Recv(recv uintptr, count int, dt DataType, peer int, stream uintptr) error {
+	return c.p2p("ncclRecv", c.lib.api.ncclRecv, recv, count, dt, peer, stream)
+}
+
+func (c *Comm) p2p(call string, fn func(buf, count uintptr, dt, peer int32, comm, stream uintptr) int32, buf uintptr, count int, dt DataType, peer int, stream uintptr) error {
+	if err := c.live(call); err != nil {
+		return err
+	}
+	if fn == nil {
+		return fmt.Errorf("nccl: %s: %s is older than NCCL 2.7, which added point-to-point calls: %w", call, c.lib.path, ErrUnavailable)
+	}
+	if err := checkCount(call, count); err != nil {
+		return err
+	}
+	if peer < 0 || peer >= c.nranks {
+		return fmt.Errorf("nccl: %s: peer %d of %d ranks", call, peer, c.nranks)
+	}
+	if err := c.lib.check(fn(buf, uintptr(count), int32(dt), int32(peer), c.h, stream), call, c.h); err != nil {
+		return fmt.Errorf("%w (%d %s, peer %d, rank %d of %d)", err, count, dt, peer, c.rank, c.nranks)
 	}
 	return nil
 }

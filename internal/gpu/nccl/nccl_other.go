@@ -35,5 +35,11 @@ func (c *Comm) AllReduce(send, recv uintptr, count int, dt DataType, op Op, stre
 func (c *Comm) Broadcast(send, recv uintptr, count int, dt DataType, root int, stream uintptr) error {
 	return errLinuxOnly
 }
+func (c *Comm) Send(send uintptr, count int, dt DataType, peer int, stream uintptr) error {
+	return errLinuxOnly
+}
+func (c *Comm) Recv(recv uintptr, count int, dt DataType, peer int, stream uintptr) error {
+	return errLinuxOnly
+}
 func (c *Comm) Close() error { return nil }
 func (c *Comm) Abort() error { return nil }
