@@ -35,95 +35,116 @@ type Exchanger interface {
 	Close() error
 }
 
-// countRounds gives every rank the whole table of the ranks' send counts at once: the
-// rendezvous both exchangers start with. A round is judged as a whole: if any rank's counts or
-// room are wrong, every rank gets the same error.
-type countRounds struct {
-	ranks int
-	mu    sync.Mutex
-	cond  *sync.Cond
-	// The round under way: each rank's send counts and receive room, how many ranks have
-	// arrived and how many have taken the result; gen counts the rounds whose result is ready.
-	counts  [][]int
-	room    []int
-	bad     []error
+// rendezvous is the host's meeting point for the ranks' goroutines, round after round: every
+// rank hands in a value, the last to arrive combines them (in rank order), and every rank gets
+// the combined result; a new round waits until every rank has taken the last one's.
+type rendezvous[T, R any] struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	in      []T
 	arrived int
 	left    int
-	gen     int
-	// The last round's table (rows by sender) and verdict, read-only once published.
-	table [][]int
-	err   error
+	gen     int // rounds combined so far
+	out     R   // the last round's result, read-only once published
+	combine func(in []T) R
 }
 
-func newCountRounds(ranks int) *countRounds {
-	c := &countRounds{ranks: ranks, counts: make([][]int, ranks), room: make([]int, ranks), bad: make([]error, ranks)}
-	c.cond = sync.NewCond(&c.mu)
-	return c
+func newRendezvous[T, R any](ranks int, combine func(in []T) R) *rendezvous[T, R] {
+	z := &rendezvous[T, R]{in: make([]T, ranks), combine: combine}
+	z.cond = sync.NewCond(&z.mu)
+	return z
 }
 
-// meet posts rank's send counts and receive room and returns the round's table, row s the
-// counts rank s sends to each rank. A rank that cannot take part (bad) still meets the
-// others, so that the round fails on all of them.
-func (c *countRounds) meet(rank int, send []int, room int, bad error) ([][]int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for c.arrived == c.ranks { // the last round's ranks are still taking its table
-		c.cond.Wait()
+// meet hands in rank's value and returns the round's result.
+func (z *rendezvous[T, R]) meet(rank int, v T) R {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	for z.arrived == len(z.in) { // the last round's ranks are still taking its result
+		z.cond.Wait()
 	}
-	c.counts[rank], c.room[rank], c.bad[rank] = append([]int(nil), send...), room, bad
-	c.arrived++
-	gen := c.gen
-	if c.arrived == c.ranks {
-		c.table, c.err = c.counts, c.judge()
-		c.counts, c.bad = make([][]int, c.ranks), make([]error, c.ranks)
-		c.gen++
-		c.cond.Broadcast()
+	z.in[rank] = v
+	z.arrived++
+	gen := z.gen
+	if z.arrived == len(z.in) {
+		z.out = z.combine(z.in)
+		z.in = make([]T, len(z.in))
+		z.gen++
+		z.cond.Broadcast()
 	}
-	for c.gen == gen {
-		c.cond.Wait()
+	for z.gen == gen {
+		z.cond.Wait()
 	}
-	table, err := c.table, c.err
-	c.left++
-	if c.left == c.ranks {
-		c.arrived, c.left = 0, 0
-		c.cond.Broadcast()
+	out := z.out
+	z.left++
+	if z.left == len(z.in) {
+		z.arrived, z.left = 0, 0
+		z.cond.Broadcast()
 	}
-	return table, err
+	return out
 }
 
-// judge checks the round's counts: one per rank, none negative, and every rank's incoming
-// words within its room; c.mu is held.
-func (c *countRounds) judge() error {
+// countPost is what a rank brings to an exchange's first round: its send counts, its receive
+// room, and why it cannot take part, if it cannot.
+type countPost struct {
+	send []int
+	room int
+	bad  error
+}
+
+// countTable is the first round's result: row s the counts rank s sends to each rank, or why
+// the round cannot run (the same error for every rank, so that none waits for words that will
+// not come).
+type countTable struct {
+	rows [][]int
+	err  error
+}
+
+func newCountRounds(ranks int) *rendezvous[countPost, countTable] {
+	return newRendezvous(ranks, judgeCounts)
+}
+
+// judgeCounts checks a round's counts: one per rank, none negative, and every rank's incoming
+// words within its room.
+func judgeCounts(in []countPost) countTable {
 	var errs []error
-	for s, row := range c.counts {
-		if c.bad[s] != nil {
-			errs = append(errs, fmt.Errorf("rank %d: %w", s, c.bad[s]))
+	ranks := len(in)
+	rows := make([][]int, ranks)
+	for s, p := range in {
+		rows[s] = p.send
+		if p.bad != nil {
+			errs = append(errs, fmt.Errorf("rank %d: %w", s, p.bad))
 		}
-		if len(row) != c.ranks {
-			errs = append(errs, fmt.Errorf("rank %d gave %d send counts for %d ranks", s, len(row), c.ranks))
+		if len(p.send) != ranks {
+			errs = append(errs, fmt.Errorf("rank %d gave %d send counts for %d ranks", s, len(p.send), ranks))
 			continue
 		}
-		for d, n := range row {
+		for d, n := range p.send {
 			if n < 0 {
 				errs = append(errs, fmt.Errorf("rank %d's send count for rank %d is %d", s, d, n))
 			}
 		}
 	}
 	if len(errs) == 0 {
-		for d := range c.ranks {
-			in := 0
-			for s := range c.ranks {
-				in += c.counts[s][d]
+		for d := range ranks {
+			recv := 0
+			for s := range ranks {
+				recv += rows[s][d]
 			}
-			if in > c.room[d] {
-				errs = append(errs, fmt.Errorf("rank %d receives %d words, room for %d", d, in, c.room[d]))
+			if recv > in[d].room {
+				errs = append(errs, fmt.Errorf("rank %d receives %d words, room for %d", d, recv, in[d].room))
 			}
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("multi: exchange: %w", err)
+		return countTable{err: fmt.Errorf("multi: exchange: %w", err)}
 	}
-	return nil
+	return countTable{rows: rows}
+}
+
+// meetCounts runs an exchange's first round for rank.
+func meetCounts(z *rendezvous[countPost, countTable], rank int, x *Exchange, bad error) ([][]int, error) {
+	t := z.meet(rank, countPost{send: append([]int(nil), x.SendCounts...), room: x.RecvCap, bad: bad})
+	return t.rows, t.err
 }
 
 // receive sets x.RecvCounts from the table's column for rank.
@@ -148,79 +169,59 @@ func before(row []int, d int) int {
 // them into its Recv. It works with any device (the emulator's included) and needs no library:
 // what the emulator's tests of sharding run on, and the fallback without NCCL.
 type HostExchanger struct {
-	counts *countRounds
-	mu     sync.Mutex
-	cond   *sync.Cond
-	// The round under way: each rank's downloaded words (or its error), how many have
-	// arrived and how many have taken what they need; gen counts the rounds ready.
-	words   [][]uint32
-	errs    []error
-	arrived int
-	left    int
-	gen     int
-	// The last round's words, shared read-only by its ranks, and its error.
+	ranks  int
+	counts *rendezvous[countPost, countTable]
+	words  *rendezvous[wordPost, wordRound]
+}
+
+// wordPost is a rank's Send as downloaded (or why it could not be); wordRound every rank's,
+// or the round's error.
+type wordPost struct {
+	words []uint32
+	err   error
+}
+
+type wordRound struct {
 	sent [][]uint32
 	err  error
 }
 
 // NewHostExchanger returns a host exchanger for ranks ranks.
 func NewHostExchanger(ranks int) *HostExchanger {
-	h := &HostExchanger{counts: newCountRounds(ranks), words: make([][]uint32, ranks), errs: make([]error, ranks)}
-	h.cond = sync.NewCond(&h.mu)
-	return h
+	return &HostExchanger{ranks: ranks, counts: newCountRounds(ranks), words: newRendezvous(ranks, func(in []wordPost) wordRound {
+		r := wordRound{sent: make([][]uint32, len(in))}
+		for k, p := range in {
+			r.sent[k] = p.words
+			if p.err != nil {
+				r.err = errors.Join(r.err, fmt.Errorf("multi: host exchange: rank %d's send buffer: %w", k, p.err))
+			}
+		}
+		return r
+	})}
 }
 
 // Exchange is the Exchanger's: rank's share of one round.
 func (h *HostExchanger) Exchange(rank int, dev gpu.Device, x *Exchange) error {
-	if rank < 0 || rank >= h.counts.ranks {
-		return fmt.Errorf("multi: host exchange: rank %d of %d", rank, h.counts.ranks)
+	if rank < 0 || rank >= h.ranks {
+		return fmt.Errorf("multi: host exchange: rank %d of %d", rank, h.ranks)
 	}
-	table, err := h.counts.meet(rank, x.SendCounts, x.RecvCap, nil)
+	table, err := meetCounts(h.counts, rank, x, nil)
 	if err != nil {
 		return err
 	}
-	out := before(table[rank], len(table))
-	words := make([]uint32, out)
+	words := make([]uint32, before(table[rank], len(table)))
 	var derr error
-	if out > 0 {
+	if len(words) > 0 {
 		derr = gpu.DownloadSlice(dev, words, x.Send, 0)
 	}
-
-	h.mu.Lock()
-	for h.arrived == h.counts.ranks {
-		h.cond.Wait()
-	}
-	h.words[rank], h.errs[rank] = words, derr
-	h.arrived++
-	gen := h.gen
-	if h.arrived == h.counts.ranks {
-		h.sent, h.err = h.words, nil
-		for k, e := range h.errs {
-			if e != nil {
-				h.err = errors.Join(h.err, fmt.Errorf("multi: host exchange: rank %d's send buffer: %w", k, e))
-			}
-		}
-		h.words, h.errs = make([][]uint32, h.counts.ranks), make([]error, h.counts.ranks)
-		h.gen++
-		h.cond.Broadcast()
-	}
-	for h.gen == gen {
-		h.cond.Wait()
-	}
-	sent, failed := h.sent, h.err
-	h.left++
-	if h.left == h.counts.ranks {
-		h.arrived, h.left = 0, 0
-		h.cond.Broadcast()
-	}
-	h.mu.Unlock()
-	if failed != nil {
-		return failed
+	round := h.words.meet(rank, wordPost{words: words, err: derr})
+	if round.err != nil {
+		return round.err
 	}
 	var in []uint32
 	for s := range table {
 		at := before(table[s], rank)
-		in = append(in, sent[s][at:at+table[s][rank]]...)
+		in = append(in, round.sent[s][at:at+table[s][rank]]...)
 	}
 	receive(x, table, rank)
 	if len(in) == 0 {
@@ -243,7 +244,7 @@ func (h *HostExchanger) Close() error { return nil }
 type NCCLExchanger struct {
 	lib    *nccl.Lib
 	comms  []*nccl.Comm
-	counts *countRounds
+	counts *rendezvous[countPost, countTable]
 }
 
 // NewNCCLExchanger makes one NCCL communicator per device of devs (ordinals) through lib; rank
@@ -270,7 +271,7 @@ func (n *NCCLExchanger) Exchange(rank int, dev gpu.Device, x *Exchange) error {
 	if !ok {
 		bad = fmt.Errorf("its device (%s) has no stream to run NCCL on", dev.Info().Backend)
 	}
-	table, err := n.counts.meet(rank, x.SendCounts, x.RecvCap, bad)
+	table, err := meetCounts(n.counts, rank, x, bad)
 	if err != nil {
 		return err
 	}

@@ -161,7 +161,9 @@ func eachRank(n int, fn func(r int) error) error {
 	return errors.Join(errs...)
 }
 
-func TestOneGPU(t *testing.T) {
+// oneRank opens NCCL, device 0 and a one-rank communicator on it, closed when the test ends.
+func oneRank(t *testing.T) (*nccl.Lib, *cuda.Device, *nccl.Comm) {
+	t.Helper()
 	lib := openNCCL(t)
 	d := openDevices(t, 1)[0]
 	comms, err := lib.InitAll([]int{0})
@@ -169,7 +171,11 @@ func TestOneGPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	closeComms(t, comms)
-	c := comms[0]
+	return lib, d, comms[0]
+}
+
+func TestOneGPU(t *testing.T) {
+	_, d, c := oneRank(t)
 	if c.Rank() != 0 || c.Size() != 1 || c.Device() != 0 {
 		t.Fatalf("rank %d of %d on device %d, want 0 of 1 on 0", c.Rank(), c.Size(), c.Device())
 	}
@@ -178,7 +184,7 @@ func TestOneGPU(t *testing.T) {
 		x[i] = rankValue(0, i)
 	}
 	inPlace, outMax, bcast := upload(t, d, x), upload(t, d, make([]float32, count)), upload(t, d, make([]float32, count))
-	err = onStream(d, []driver.Buffer{inPlace, outMax, bcast}, func(s uintptr, p []uintptr) error {
+	err := onStream(d, []driver.Buffer{inPlace, outMax, bcast}, func(s uintptr, p []uintptr) error {
 		return errors.Join(
 			c.AllReduce(p[0], p[0], count, nccl.Float32, nccl.Sum, s),
 			c.AllReduce(p[0], p[1], count, nccl.Float32, nccl.Max, s),
@@ -245,21 +251,14 @@ func TestInitRankOneGPU(t *testing.T) {
 // all-to-all exchange takes on one GPU, and the argument order of ncclSend and ncclRecv (a
 // count or a peer in the wrong place would move the wrong bytes or be refused).
 func TestSendRecvOneGPU(t *testing.T) {
-	lib := openNCCL(t)
-	d := openDevices(t, 1)[0]
-	comms, err := lib.InitAll([]int{0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeComms(t, comms)
-	c := comms[0]
+	lib, d, c := oneRank(t)
 	x := make([]float32, count)
 	for i := range x {
 		x[i] = rankValue(0, i)
 	}
 	src, dst := upload(t, d, x), upload(t, d, make([]float32, count))
 	const head = 1000 // a second pair moves the source's first elements to the far end
-	err = onStream(d, []driver.Buffer{src, dst}, func(s uintptr, p []uintptr) error {
+	err := onStream(d, []driver.Buffer{src, dst}, func(s uintptr, p []uintptr) error {
 		return lib.Group(func() error {
 			return errors.Join(
 				c.Send(p[0]+4*head, count-head, nccl.Float32, 0, s),
