@@ -48,6 +48,36 @@
 #define LOSS_TILE 16u
 // project_bwd's most threads a block: the rows of SH coefficients it stages
 #define SH_BLOCK 128
+// record word: the splat's global id
+#define REC_ID 0u
+// record word: depth (f32 bits)
+#define REC_DEPTH 1u
+// record word: effective opacity (f32 bits)
+#define REC_OPACITY 2u
+// record words 3–5: SH colour (f32 bits)
+#define REC_COLOR 3u
+// record words 6, 7: the footprint's centre (f32 bits)
+#define REC_BOUND_CENTER 6u
+// record words 8–10: the footprint's quadratic form (f32 bits)
+#define REC_BOUND_Q 8u
+// record words 11–14: the tile box x0, y0, x1, y1 (i32 as words)
+#define REC_RECT 11u
+// record word: the radius in pixels (f32 bits)
+#define REC_RADIUS 15u
+// EWA record words 16, 17: the projected centre (f32 bits)
+#define REC_MEAN2D 16u
+// EWA record words 18–20: the conic (f32 bits)
+#define REC_CONIC 18u
+// words of an EWA record
+#define REC_EWA_WORDS 21u
+// ray record words 16–18: u (f32 bits)
+#define REC_RAY_U 16u
+// ray record words 19–27: A, row-major (f32 bits)
+#define REC_RAY_A 19u
+// ray record words 28–30: the half-plane of rays whose closest approach is behind the camera (f32 bits)
+#define REC_RAY_HALF 28u
+// words of a ray record
+#define REC_RAY_WORDS 31u
 
 // Cam: one view's camera and projection settings (prep.NewCam's float32 values).
 struct Cam {

@@ -15,9 +15,11 @@ const depthSortPasses = 4
 // bin launches bin.cu (design.md §5 step 2): count the tiles of every splat (small boxes a
 // thread each, large ones a warp each), sort the visible splats by depth, scan the counts in depth
 // order into offsets, publish the total (and the overflow flag), and emit the entries (again
-// small and large apart) in depth order, ready for sort's stable pass over the tiles.
-func (e *Engine) bin(cam *camera.Camera, shDegree int) error {
-	n := e.n
+// small and large apart) in depth order, ready for sort's stable pass over the tiles. n is the
+// splats of the forward: the engine's own, or a renderer's records (RenderRecords), of which
+// there may be none: the grids over the splats have a block at least (CUDA refuses an empty
+// grid).
+func (e *Engine) bin(cam *camera.Camera, shDegree, n int) error {
 	conic := uint32(1)
 	if e.set.BinMode == engine.BinGPURadiusAABB {
 		conic = 0
@@ -40,7 +42,7 @@ func (e *Engine) bin(cam *camera.Camera, shDegree int) error {
 	if err := e.scan(e.visFlags, n+1); err != nil {
 		return err
 	}
-	if err := e.k.BinCompact(gpu.BlocksFor(uint32(n), 256), gpu.Dim3{256}, abi.BinCompactArgs{
+	if err := e.k.BinCompact(gpu.BlocksFor(uint32(max(n, 1)), 256), gpu.Dim3{256}, abi.BinCompactArgs{
 		Valid: abi.B(e.valid), Depth: abi.B(e.depth), Flags: abi.B(e.visFlags), N: uint32(n), Dkeys: abi.B(e.depthKeys),
 		Order: abi.B(e.order), Vis: abi.B(e.vis)}); err != nil {
 		return err
@@ -62,7 +64,7 @@ func (e *Engine) bin(cam *camera.Camera, shDegree int) error {
 		Offsets: abi.B(e.ranked), N: uint32(n), Cap: uint32(e.listCap), Prev: e.prevRo, Readout: ro}); err != nil {
 		return err
 	}
-	if err := e.k.BinEmit(gpu.BlocksFor(uint32(n), 256), gpu.Dim3{256}, abi.BinEmitArgs{
+	if err := e.k.BinEmit(gpu.BlocksFor(uint32(max(n, 1)), 256), gpu.Dim3{256}, abi.BinEmitArgs{
 		Cam: cb, Valid: abi.B(e.valid), Rect: abi.B(e.rect), HitMask: abi.B(e.hitMask), Ranked: abi.B(e.ranked),
 		RankOf: abi.B(e.rankOf), BigArea: int32(e.bigArea), Readout: ro, Keys: abi.B(e.keys), Ids: abi.B(e.ids)}); err != nil {
 		return err

@@ -26,6 +26,11 @@
 // supported on the device (both render models need a pinhole camera here); tile sizes are
 // limited to 32 (a tile is one thread block).
 //
+// Gaussian sharding's records (docs/sharding.md; shard.go ↔ shard.cu): PackVisible projects
+// an owner's splats for a view and packs the visible ones, with their global ids, as records;
+// RenderRecords draws records received from the owners, unpacked in place of project, to the
+// image one engine holding the whole scene renders.
+//
 // The CUDA and Metal backends (internal/gpu) run the same kernel bodies, each through its
 // prelude.
 //

@@ -48,6 +48,10 @@ type Engine struct {
 
 	n    int // splats
 	capN int // capacity of the per-splat buffers, in splats
+	// capV is the capacity, in splats, of the buffers a forward reads and writes (the projection,
+	// the footprint, bin.cu's): room for the engine's own splats, and for a renderer's records
+	// where they outnumber them (RenderRecords).
+	capV int
 
 	// Per splat. The packed buffers hold 59·n floats in the layout of shaders/common.h.
 	params, grads, adamM, adamV                             gpu.Buffer
@@ -71,6 +75,7 @@ type Engine struct {
 	vis      gpu.Buffer
 	hitMask  gpu.Buffer // bin.cu: each small box's tiles hit
 	editSrc  gpu.Buffer // edit.cu: the plan's source splat per new splat
+	recs     gpu.Buffer // shard.cu: the records PackVisible wrote
 	adamStep int64
 	// shUsed is the highest SH degree a step has used since the moments were last set from
 	// outside (an uploaded state counts as degree 3): adam_step leaves the SH floats above it
@@ -159,8 +164,9 @@ type Engine struct {
 	// scene, the image or the lists; not the few fixed words setup allocates): now and at
 	// the most, in bytes.
 	devBytes, devPeak int64
-	// The image size of the last forward, whose per-pixel counts RasterWalk reads.
-	lastW, lastH int
+	// The image size of the last forward, whose per-pixel counts RasterWalk reads, and its
+	// splats (the engine's own, or a renderer's records).
+	lastW, lastH, lastN int
 }
 
 // target is a view's target image kept resident on the device.
@@ -377,15 +383,38 @@ func (e *Engine) growSplats(n int) error {
 		return nil
 	}
 	c := n + n/4
+	for _, x := range []struct {
+		b     *gpu.Buffer
+		width int
+	}{
+		{&e.params, paramFloats}, {&e.grads, paramFloats}, {&e.adamM, paramFloats}, {&e.adamV, paramFloats},
+		{&e.seen, 1}, {&e.pg, pgFloats}, {&e.grad2d, 1}, {&e.statAccum, 1}, {&e.statCount, 1}, {&e.statMaxRadius, 1},
+	} {
+		if err := e.ensure(x.b, c*x.width*4); err != nil {
+			return fmt.Errorf("fused: buffers for %d Gaussians: %w", c, err)
+		}
+	}
+	e.capN = c
+	return e.growView(n)
+}
+
+// growView sizes the buffers of a forward over n splats (the projection, the footprint and
+// bin.cu's per-splat buffers; with room to grow by a quarter): a renderer's records
+// (RenderRecords) may outnumber its own splats, whose parameters and moments stay as they are.
+// Contents are not kept.
+func (e *Engine) growView(n int) error {
+	if n <= e.capV {
+		return nil
+	}
+	c := n + n/4
 	f := 4 // bytes per float or word
 	bufs := []struct {
 		b     *gpu.Buffer
 		width int
 	}{
-		{&e.params, paramFloats}, {&e.grads, paramFloats}, {&e.adamM, paramFloats}, {&e.adamV, paramFloats},
-		{&e.valid, 1}, {&e.seen, 1}, {&e.depth, 1}, {&e.opacity, 1}, {&e.color, 3}, {&e.mean2d, 2}, {&e.conic, 3},
-		{&e.boundCenter, 2}, {&e.boundQ, 3}, {&e.rect, 4}, {&e.radius, 1}, {&e.pg, pgFloats},
-		{&e.grad2d, 1}, {&e.bigList, 1}, {&e.bigOff, 1}, {&e.statAccum, 1}, {&e.statCount, 1}, {&e.statMaxRadius, 1},
+		{&e.valid, 1}, {&e.depth, 1}, {&e.opacity, 1}, {&e.color, 3}, {&e.mean2d, 2}, {&e.conic, 3},
+		{&e.boundCenter, 2}, {&e.boundQ, 3}, {&e.rect, 4}, {&e.radius, 1},
+		{&e.bigList, 1}, {&e.bigOff, 1},
 		{&e.depthKeys, 1}, {&e.order, 1}, {&e.depthKeysTmp, 1}, {&e.orderTmp, 1}, {&e.rankOf, 1},
 		{&e.hitMask, 1}, {&e.vis, 1},
 	}
@@ -411,7 +440,7 @@ func (e *Engine) growSplats(n int) error {
 			return fmt.Errorf("fused: buffers for %d Gaussians: %w", c, err)
 		}
 	}
-	e.capN = c
+	e.capV = c
 	if err := e.ensureHist(c); err != nil {
 		return err
 	}
@@ -465,7 +494,7 @@ func (e *Engine) growLists(entries int) error {
 	if err := e.ensureChunks(); err != nil {
 		return err
 	}
-	return e.ensureHist(max(c, e.capN))
+	return e.ensureHist(max(c, e.capV))
 }
 
 // growPixels sizes the per-pixel buffers for a w×h image and its tiles.
@@ -864,7 +893,7 @@ func (e *Engine) release() error {
 	e.targets = nil
 	bufs := []gpu.Buffer{e.params, e.grads, e.adamM, e.adamV, e.valid, e.depth, e.opacity, e.color, e.mean2d,
 		e.conic, e.rayU, e.rayA, e.rayHalf, e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.bigList, e.bigOff, e.bigBits, e.editSrc, e.statAccum,
-		e.statCount, e.statMaxRadius, e.counts, e.visFlags, e.depthKeys, e.order, e.depthKeysTmp, e.orderTmp, e.ranked, e.rankOf, e.hitMask, e.keys, e.ids, e.keysTmp, e.idsTmp, e.hist, e.tileOffsets, e.tileOrder, e.segCont, e.segItems, e.segState, e.segCount,
+		e.statCount, e.statMaxRadius, e.counts, e.visFlags, e.depthKeys, e.order, e.depthKeysTmp, e.orderTmp, e.ranked, e.rankOf, e.hitMask, e.recs, e.keys, e.ids, e.keysTmp, e.idsTmp, e.hist, e.tileOffsets, e.tileOrder, e.segCont, e.segItems, e.segState, e.segCount,
 		e.tileWalk, e.chunkStart, e.chunkTile, e.chunkState,
 		e.image, e.finalT, e.count, e.dImage, e.rays, e.dmap, e.partAbs, e.partSq, e.partSSIM,
 		e.readouts[0], e.readouts[1], e.dummy, e.vis, e.seen, e.gradsSum, e.seenSum}

@@ -116,7 +116,7 @@ func (e *Engine) RasterWalk() (Walk, error) {
 			longest[t] = max(longest[t], c)
 		}
 	}
-	seen := make([]uint64, (e.n+63)/64)
+	seen := make([]uint64, (e.lastN+63)/64)
 	for t, l := range longest {
 		if offs[t] > offs[t+1] || l > offs[t+1]-offs[t] {
 			return Walk{}, fmt.Errorf("fused: raster walk: tile %d walked %d entries of its list [%d, %d)", t, l, offs[t], offs[t+1])
@@ -124,8 +124,8 @@ func (e *Engine) RasterWalk() (Walk, error) {
 		wk.Entries += int64(l)
 		wk.Longest = max(wk.Longest, int64(l))
 		for _, id := range ids[offs[t] : offs[t]+l] {
-			if int(id) >= e.n {
-				return Walk{}, fmt.Errorf("fused: raster walk: tile %d lists splat %d of %d", t, id, e.n)
+			if int(id) >= e.lastN {
+				return Walk{}, fmt.Errorf("fused: raster walk: tile %d lists splat %d of %d", t, id, e.lastN)
 			}
 			if seen[id/64]&(1<<(id%64)) == 0 {
 				seen[id/64] |= 1 << (id % 64)

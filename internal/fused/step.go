@@ -70,7 +70,7 @@ func (e *Engine) stepWork(q, prev *inflight) (*pass, error) {
 	for j := q.start; j < len(q.views); j++ {
 		e.useView(q.slot, j, prev)
 		var err error
-		if p, err = e.forward(&q.views[j], q.o.SHDegree, q.o.Background); err != nil {
+		if p, err = e.forward(&q.views[j], q.o.SHDegree, q.o.Background, nil); err != nil {
 			return nil, err
 		}
 		if err := e.viewBackward(p, q.tgts[j], q.o, j > 0); err != nil {
@@ -543,6 +543,12 @@ func (e *Engine) Render(cam *camera.Camera, shDegree int, bg [3]float32) ([]floa
 	if err := e.checkView(cam, shDegree); err != nil {
 		return nil, err
 	}
+	return e.render(cam, shDegree, bg, nil, "render")
+}
+
+// render runs a forward (of the engine's splats, or of recs: RenderRecords) until its tile
+// lists fit, and downloads the image; what names the operation in errors.
+func (e *Engine) render(cam *camera.Camera, shDegree int, bg [3]float32, recs *records, what string) ([]float32, error) {
 	if err := e.growPixels(cam.Width, cam.Height); err != nil {
 		return nil, err
 	}
@@ -552,19 +558,19 @@ func (e *Engine) Render(cam *camera.Camera, shDegree int, bg [3]float32) ([]floa
 	e.useView(0, 0, nil)
 	e.timed = false
 	for attempt := 1; ; attempt++ {
-		if _, err := e.forward(cam, shDegree, bg); err != nil {
-			return nil, fmt.Errorf("fused: render: %w", err)
+		if _, err := e.forward(cam, shDegree, bg, recs); err != nil {
+			return nil, fmt.Errorf("fused: %s: %w", what, err)
 		}
 		ro, err := e.readout()
 		if err != nil {
-			return nil, fmt.Errorf("fused: render: %w", err)
+			return nil, fmt.Errorf("fused: %s: %w", what, err)
 		}
 		e.bigBitsWant = int(ro[roBigBits])
 		if ro[roAbort] == 0 {
 			break
 		}
 		if attempt == maxAttempts {
-			return nil, fmt.Errorf("fused: render: the tile lists overflowed %d times", attempt)
+			return nil, fmt.Errorf("fused: %s: the tile lists overflowed %d times", what, attempt)
 		}
 		if err := e.growLists(int(ro[roEntries])); err != nil {
 			return nil, err
@@ -601,14 +607,19 @@ func (e *Engine) record(i int) error {
 }
 
 // forward enqueues project, bin, sort (with ranges) and the forward rasterization for the
-// view ro points at, recording events 0..4 around them.
-func (e *Engine) forward(cam *camera.Camera, shDegree int, bg [3]float32) (*pass, error) {
+// view ro points at, recording events 0..4 around them. With recs (a renderer's records,
+// RenderRecords), unpack takes project's place and the forward covers the records' splats.
+func (e *Engine) forward(cam *camera.Camera, shDegree int, bg [3]float32, recs *records) (*pass, error) {
 	ts := e.set.TileSize
 	tiles := ((cam.Width + ts - 1) / ts) * ((cam.Height + ts - 1) / ts)
 	p := &pass{cam: cam, tiles: tiles}
-	e.lastW, e.lastH = cam.Width, cam.Height
+	n := e.n
+	if recs != nil {
+		n = recs.count
+	}
+	e.lastW, e.lastH, e.lastN = cam.Width, cam.Height, n
 	if e.keys == nil {
-		if err := e.growLists(4 * e.n); err != nil {
+		if err := e.growLists(4 * n); err != nil {
 			return nil, err
 		}
 	}
@@ -626,13 +637,17 @@ func (e *Engine) forward(cam *camera.Camera, shDegree int, bg [3]float32) (*pass
 			return nil, err
 		}
 	} else {
-		if err := e.project(cam, shDegree); err != nil {
+		if recs != nil {
+			if err := e.unpack(recs); err != nil {
+				return nil, err
+			}
+		} else if err := e.project(cam, shDegree); err != nil {
 			return nil, err
 		}
 		if err := e.record(1); err != nil {
 			return nil, err
 		}
-		if err := e.bin(cam, shDegree); err != nil {
+		if err := e.bin(cam, shDegree, n); err != nil {
 			return nil, err
 		}
 		if err := e.record(2); err != nil {

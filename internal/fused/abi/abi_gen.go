@@ -48,6 +48,36 @@ const (
 	LossTile = 16
 	// ShBlock is SH_BLOCK: project_bwd's most threads a block: the rows of SH coefficients it stages.
 	ShBlock = 128
+	// RecID is REC_ID: record word: the splat's global id.
+	RecID = 0
+	// RecDepth is REC_DEPTH: record word: depth (f32 bits).
+	RecDepth = 1
+	// RecOpacity is REC_OPACITY: record word: effective opacity (f32 bits).
+	RecOpacity = 2
+	// RecColor is REC_COLOR: record words 3–5: SH colour (f32 bits).
+	RecColor = 3
+	// RecBoundCenter is REC_BOUND_CENTER: record words 6, 7: the footprint's centre (f32 bits).
+	RecBoundCenter = 6
+	// RecBoundQ is REC_BOUND_Q: record words 8–10: the footprint's quadratic form (f32 bits).
+	RecBoundQ = 8
+	// RecRect is REC_RECT: record words 11–14: the tile box x0, y0, x1, y1 (i32 as words).
+	RecRect = 11
+	// RecRadius is REC_RADIUS: record word: the radius in pixels (f32 bits).
+	RecRadius = 15
+	// RecMean2D is REC_MEAN2D: EWA record words 16, 17: the projected centre (f32 bits).
+	RecMean2D = 16
+	// RecConic is REC_CONIC: EWA record words 18–20: the conic (f32 bits).
+	RecConic = 18
+	// RecEWAWords is REC_EWA_WORDS: words of an EWA record.
+	RecEWAWords = 21
+	// RecRayU is REC_RAY_U: ray record words 16–18: u (f32 bits).
+	RecRayU = 16
+	// RecRayA is REC_RAY_A: ray record words 19–27: A, row-major (f32 bits).
+	RecRayA = 19
+	// RecRayHalf is REC_RAY_HALF: ray record words 28–30: the half-plane of rays whose closest approach is behind the camera (f32 bits).
+	RecRayHalf = 28
+	// RecRayWords is REC_RAY_WORDS: words of a ray record.
+	RecRayWords = 31
 )
 
 // Block sizes of the kernels written for exactly one (their launch methods refuse others).
@@ -693,6 +723,56 @@ type McmcNoiseArgs struct {
 	Readout Buf // read: u32
 }
 
+// PackFlagsArgs are the parameters of pack_flags (shaders/shard.cu), in the kernel's order.
+type PackFlagsArgs struct {
+	Valid Buf // read: u32
+	N     uint32
+	Flags Buf // written: u32
+}
+
+// PackVisibleArgs are the parameters of pack_visible (shaders/shard.cu), in the kernel's order.
+type PackVisibleArgs struct {
+	Valid       Buf // read: u32
+	Flags       Buf // read: u32
+	N           uint32
+	Base        uint32
+	Ray         uint32
+	Depth       Buf // read: f32
+	Opacity     Buf // read: f32
+	Color       Buf // read: f32
+	Mean2d      Buf // read: f32
+	Conic       Buf // read: f32
+	RayU        Buf // read: f32
+	RayA        Buf // read: f32
+	RayHalf     Buf // read: f32
+	BoundCenter Buf // read: f32
+	BoundQ      Buf // read: f32
+	Rect        Buf // read: i32
+	Radius      Buf // read: f32
+	Recs        Buf // written: u32
+}
+
+// UnpackArgs are the parameters of unpack (shaders/shard.cu), in the kernel's order.
+type UnpackArgs struct {
+	Recs        Buf // read: u32
+	Count       uint32
+	Ray         uint32
+	Valid       Buf // written: u32
+	Depth       Buf // written: f32
+	Opacity     Buf // written: f32
+	Color       Buf // written: f32
+	Mean2d      Buf // written: f32
+	Conic       Buf // written: f32
+	RayU        Buf // written: f32
+	RayA        Buf // written: f32
+	RayHalf     Buf // written: f32
+	BoundCenter Buf // written: f32
+	BoundQ      Buf // written: f32
+	Rect        Buf // written: i32
+	Radius      Buf // written: f32
+	Readout     Buf // written: u32
+}
+
 // CeilingCopyArgs are the parameters of ceiling_copy (shaders/ceiling.cu), in the kernel's order.
 type CeilingCopyArgs struct {
 	Src Buf // read: f32
@@ -744,6 +824,9 @@ type EngineKernels struct {
 	scatterShapes   gpu.Kernel
 	zeroRows        gpu.Kernel
 	mcmcNoise       gpu.Kernel
+	packFlags       gpu.Kernel
+	packVisible     gpu.Kernel
+	unpack          gpu.Kernel
 }
 
 // LoadEngineKernels compiles the units (from the disk cache, the runtime compiler or the embedded
@@ -763,6 +846,7 @@ func LoadEngineKernels(dev gpu.Device) (*EngineKernels, error) {
 		{"adam.cu", []entry{{"adam_step", &k.adamStep}, {"opacity_reset", &k.opacityReset}}},
 		{"edit.cu", []entry{{"gather_rows", &k.gatherRows}, {"scatter_shapes", &k.scatterShapes}, {"zero_rows", &k.zeroRows}}},
 		{"mcmc.cu", []entry{{"mcmc_noise", &k.mcmcNoise}}},
+		{"shard.cu", []entry{{"pack_flags", &k.packFlags}, {"pack_visible", &k.packVisible}, {"unpack", &k.unpack}}},
 	}
 	mods, err := loadUnits(dev, units)
 	if err != nil {
@@ -1282,6 +1366,62 @@ func (k *EngineKernels) McmcNoise(grid, block gpu.Dim3, a McmcNoiseArgs) error {
 	return l.run(k.dev, k.mcmcNoise)
 }
 
+// PackFlags launches pack_flags (shaders/shard.cu) on a grid of grid blocks of block threads.
+func (k *EngineKernels) PackFlags(grid, block gpu.Dim3, a PackFlagsArgs) error {
+	l := newLaunch("pack_flags", grid, block, 0, 0, 3)
+	l.buf("valid", a.Valid, 4)
+	l.u32(a.N)
+	l.buf("flags", a.Flags, 4)
+	return l.run(k.dev, k.packFlags)
+}
+
+// PackVisible launches pack_visible (shaders/shard.cu) on a grid of grid blocks of block threads.
+func (k *EngineKernels) PackVisible(grid, block gpu.Dim3, a PackVisibleArgs) error {
+	l := newLaunch("pack_visible", grid, block, 0, 0, 18)
+	l.buf("valid", a.Valid, 4)
+	l.buf("flags", a.Flags, 4)
+	l.u32(a.N)
+	l.u32(a.Base)
+	l.u32(a.Ray)
+	l.buf("depth", a.Depth, 4)
+	l.buf("opacity", a.Opacity, 4)
+	l.buf("color", a.Color, 4)
+	l.buf("mean2d", a.Mean2d, 4)
+	l.buf("conic", a.Conic, 4)
+	l.buf("rayU", a.RayU, 4)
+	l.buf("rayA", a.RayA, 4)
+	l.buf("rayHalf", a.RayHalf, 4)
+	l.buf("boundCenter", a.BoundCenter, 4)
+	l.buf("boundQ", a.BoundQ, 4)
+	l.buf("rect", a.Rect, 4)
+	l.buf("radius", a.Radius, 4)
+	l.buf("recs", a.Recs, 4)
+	return l.run(k.dev, k.packVisible)
+}
+
+// Unpack launches unpack (shaders/shard.cu) on a grid of grid blocks of block threads.
+func (k *EngineKernels) Unpack(grid, block gpu.Dim3, a UnpackArgs) error {
+	l := newLaunch("unpack", grid, block, 0, 0, 17)
+	l.buf("recs", a.Recs, 4)
+	l.u32(a.Count)
+	l.u32(a.Ray)
+	l.buf("valid", a.Valid, 4)
+	l.buf("depth", a.Depth, 4)
+	l.buf("opacity", a.Opacity, 4)
+	l.buf("color", a.Color, 4)
+	l.buf("mean2d", a.Mean2d, 4)
+	l.buf("conic", a.Conic, 4)
+	l.buf("rayU", a.RayU, 4)
+	l.buf("rayA", a.RayA, 4)
+	l.buf("rayHalf", a.RayHalf, 4)
+	l.buf("boundCenter", a.BoundCenter, 4)
+	l.buf("boundQ", a.BoundQ, 4)
+	l.buf("rect", a.Rect, 4)
+	l.buf("radius", a.Radius, 4)
+	l.buf("readout", a.Readout, 4)
+	return l.run(k.dev, k.unpack)
+}
+
 // CeilingKernels are the entry points of the Ceiling units, loaded together; each method launches one.
 type CeilingKernels struct {
 	dev         gpu.Device
@@ -1365,6 +1505,9 @@ var Kernels = []KernelInfo{
 	{Name: "scatter_shapes", Unit: "edit.cu", Params: 6, InlineBytes: 40, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "zero_rows", Unit: "edit.cu", Params: 4, InlineBytes: 24, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "mcmc_noise", Unit: "mcmc.cu", Params: 7, InlineBytes: 36, SharedBytes: 0, Block: 0, MaxThreads: 0},
+	{Name: "pack_flags", Unit: "shard.cu", Params: 3, InlineBytes: 20, SharedBytes: 0, Block: 0, MaxThreads: 0},
+	{Name: "pack_visible", Unit: "shard.cu", Params: 18, InlineBytes: 132, SharedBytes: 0, Block: 0, MaxThreads: 0},
+	{Name: "unpack", Unit: "shard.cu", Params: 17, InlineBytes: 128, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "ceiling_copy", Unit: "ceiling.cu", Params: 3, InlineBytes: 20, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "ceiling_fma", Unit: "ceiling.cu", Params: 4, InlineBytes: 20, SharedBytes: 0, Block: 0, MaxThreads: 0},
 }

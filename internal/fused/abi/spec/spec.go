@@ -172,6 +172,24 @@ var Consts = []Const{
 	{"SEGMENT", "SegmentEntries", 512, true, "tile-list entries one raster_fwd block walks (raster.h: segments; internal/raster's SegmentEntries)"},
 	{"LOSS_TILE", "LossTile", lossTile, true, "output pixels per edge of loss.cu's square tiles, one block of 256 threads each"},
 	{"SH_BLOCK", "ShBlock", shBlock, false, "project_bwd's most threads a block: the rows of SH coefficients it stages"},
+	// A record (shard.cu) is one visible splat as an owner sends it to a renderer: 32-bit words,
+	// floats as their bits and the rect's ints as words. Both models share words 0–15; EWA then
+	// has mean2d and conic, the ray model u, A and the half-plane.
+	{"REC_ID", "RecID", 0, true, "record word: the splat's global id"},
+	{"REC_DEPTH", "RecDepth", 1, true, "record word: depth (f32 bits)"},
+	{"REC_OPACITY", "RecOpacity", 2, true, "record word: effective opacity (f32 bits)"},
+	{"REC_COLOR", "RecColor", 3, true, "record words 3–5: SH colour (f32 bits)"},
+	{"REC_BOUND_CENTER", "RecBoundCenter", 6, true, "record words 6, 7: the footprint's centre (f32 bits)"},
+	{"REC_BOUND_Q", "RecBoundQ", 8, true, "record words 8–10: the footprint's quadratic form (f32 bits)"},
+	{"REC_RECT", "RecRect", 11, true, "record words 11–14: the tile box x0, y0, x1, y1 (i32 as words)"},
+	{"REC_RADIUS", "RecRadius", 15, true, "record word: the radius in pixels (f32 bits)"},
+	{"REC_MEAN2D", "RecMean2D", 16, true, "EWA record words 16, 17: the projected centre (f32 bits)"},
+	{"REC_CONIC", "RecConic", 18, true, "EWA record words 18–20: the conic (f32 bits)"},
+	{"REC_EWA_WORDS", "RecEWAWords", 21, true, "words of an EWA record"},
+	{"REC_RAY_U", "RecRayU", 16, true, "ray record words 16–18: u (f32 bits)"},
+	{"REC_RAY_A", "RecRayA", 19, true, "ray record words 19–27: A, row-major (f32 bits)"},
+	{"REC_RAY_HALF", "RecRayHalf", 28, true, "ray record words 28–30: the half-plane of rays whose closest approach is behind the camera (f32 bits)"},
+	{"REC_RAY_WORDS", "RecRayWords", 31, true, "words of a ray record"},
 }
 
 // Sizes the shared variables below are declared with.
@@ -296,6 +314,17 @@ var Units = []Unit{
 	{Name: "mcmc", Set: "Engine", Kernels: []Kernel{
 		{Name: "mcmc_noise", Params: []Param{out("params", F32), sc("n", U32), sc("scale", F32), sc("seedLo", U32),
 			sc("seedHi", U32), sc("step", U32), in("readout", U32)}},
+	}},
+	{Name: "shard", Set: "Engine", Kernels: []Kernel{
+		{Name: "pack_flags", Params: []Param{in("valid", U32), sc("n", U32), out("flags", U32)}},
+		{Name: "pack_visible", Params: []Param{in("valid", U32), in("flags", U32), sc("n", U32), sc("base", U32), sc("ray", U32),
+			in("depth", F32), in("opacity", F32), in("color", F32), in("mean2d", F32), in("conic", F32), in("rayU", F32),
+			in("rayA", F32), in("rayHalf", F32), in("boundCenter", F32), in("boundQ", F32), in("rect", I32), in("radius", F32),
+			out("recs", U32)}},
+		{Name: "unpack", Params: []Param{in("recs", U32), sc("count", U32), sc("ray", U32), out("valid", U32), out("depth", F32),
+			out("opacity", F32), out("color", F32), out("mean2d", F32), out("conic", F32), out("rayU", F32), out("rayA", F32),
+			out("rayHalf", F32), out("boundCenter", F32), out("boundQ", F32), out("rect", I32), out("radius", F32),
+			out("readout", U32)}},
 	}},
 	{Name: "ceiling", Set: "Ceiling", Kernels: []Kernel{
 		{Name: "ceiling_copy", Params: []Param{in("src", F32), out("dst", F32), sc("n", U32)}},
