@@ -78,6 +78,26 @@
 #define REC_RAY_HALF 28u
 // words of a ray record
 #define REC_RAY_WORDS 31u
+// gradient record words 0–2: dL/d colour
+#define GREC_COLOR 0u
+// gradient record word: dL/d effective opacity
+#define GREC_OPACITY 3u
+// EWA gradient record words 4, 5: dL/d projected centre
+#define GREC_MEAN2D 4u
+// EWA gradient record words 6–8: dL/d conic
+#define GREC_CONIC 6u
+// words of an EWA gradient record
+#define GREC_EWA_WORDS 9u
+// EWA gradient record words 9, 10 with absGrad: the pixels' contributions to dL/d projected centre summed by magnitude (AbsGS's statistic)
+#define GREC_MEAN2D_ABS 9u
+// words of an EWA gradient record with absGrad
+#define GREC_EWA_ABS_WORDS 11u
+// ray gradient record words 4–6: dL/du
+#define GREC_RAY_U 4u
+// ray gradient record words 7–15: dL/dA, row-major
+#define GREC_RAY_A 7u
+// words of a ray gradient record
+#define GREC_RAY_WORDS 16u
 
 // Cam: one view's camera and projection settings (prep.NewCam's float32 values).
 struct Cam {

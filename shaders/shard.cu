@@ -25,6 +25,27 @@
 //   local id, fall as they do in one engine holding the whole scene. Thread 0 also sets
 //   readout[RO_VISIBLE] = count, as project's count of the valid splats. Buffers as
 //   pack_visible's, [count] splats; recs [count, words] u32.
+//
+// Gradients back: the renderer runs the loss and raster_bwd over the records, whose
+// prepared-data gradients (pg's fields, by local id: record k is splat k) pack_grads packs in
+// record order, so that each owner's share goes back to it in the order it sent its records
+// and no id travels back. The owner scatters its share to the splats the records came from
+// (scatter_grads) and runs project_bwd and adam_step as after its own raster_bwd. A gradient
+// record is abi.h's GREC_*: colour, opacity, then mean2d, conic and, with absGrad, mean2d's
+// absolute sums (EWA: GREC_EWA_WORDS or GREC_EWA_ABS_WORDS floats) or u and A (ray:
+// GREC_RAY_WORDS), every value raster_bwd writes.
+//
+// pack_grads: one thread per record k < count: grecs[k] is splat k's gradients. ray (0 or 1)
+//   picks the model; absGrad (EWA) adds the absolute sums; the fields a record leaves out are
+//   not read. gColor [count,3], gOpacity [count], gMean2d [count,2], gConic [count,3],
+//   gRayU [count,3], gRayA [count,9], gMean2dAbs [count,2] f32 (raster_bwd);
+//   grecs [count, words] f32.
+// scatter_grads: one thread per splat i < n, on the owner after its pack_visible (valid and
+//   the scanned flags as it left them): a valid splat i takes gradient record flags[i], the
+//   place its record had, into its pg fields, and becomes vis[flags[i]], so that vis lists the
+//   visible splats in id order as bin_compact's does for project_bwd. Thread 0 also sets
+//   readout[RO_VISIBLE] = count. grecs [count, words] f32; valid [n] u32, flags [n+1] u32;
+//   the pg fields as pack_grads's, [n] splats; vis [count] u32.
 #include "prelude.h"
 #include "readout.h"
 #include "entries/shard.h"
@@ -97,4 +118,56 @@ DEVICE void unpack_body(Thr th, unpack_args a)
         get_f32s(rec, REC_MEAN2D, a.mean2d, k, 2u);
         get_f32s(rec, REC_CONIC, a.conic, k, 3u);
     }
+}
+
+// grec_words is the floats of a gradient record: ray (0 or 1) picks the model, absGrad adds
+// EWA's absolute sums.
+DEVICE u32 grec_words(u32 ray, u32 absGrad)
+{
+    if (ray != 0u) return GREC_RAY_WORDS;
+    return absGrad != 0u ? GREC_EWA_ABS_WORDS : GREC_EWA_WORDS;
+}
+
+// copy_f32s copies m floats from src[s…] to dst[d…].
+DEVICE void copy_f32s(GPTR float* dst, u32 d, const GPTR float* src, u32 s, u32 m)
+{
+    for (u32 c = 0u; c < m; c++) dst[d + c] = src[s + c];
+}
+
+DEVICE void pack_grads_body(Thr th, pack_grads_args a)
+{
+    u32 k = th.bid * th.bdim + th.tid;
+    if (k >= a.count) return;
+    GPTR float* g = a.grecs + k * grec_words(a.ray, a.absGrad);
+    copy_f32s(g, GREC_COLOR, a.gColor, k * 3u, 3u);
+    copy_f32s(g, GREC_OPACITY, a.gOpacity, k, 1u);
+    if (a.ray != 0u) {
+        copy_f32s(g, GREC_RAY_U, a.gRayU, k * 3u, 3u);
+        copy_f32s(g, GREC_RAY_A, a.gRayA, k * 9u, 9u);
+        return;
+    }
+    copy_f32s(g, GREC_MEAN2D, a.gMean2d, k * 2u, 2u);
+    copy_f32s(g, GREC_CONIC, a.gConic, k * 3u, 3u);
+    if (a.absGrad != 0u) copy_f32s(g, GREC_MEAN2D_ABS, a.gMean2dAbs, k * 2u, 2u);
+}
+
+DEVICE void scatter_grads_body(Thr th, scatter_grads_args a)
+{
+    u32 i = th.bid * th.bdim + th.tid;
+    if (i == 0u) a.readout[RO_VISIBLE] = a.count;
+    if (i >= a.n || !a.valid[i]) return;
+    u32 k = a.flags[i];
+    if (k >= a.count) return;
+    a.vis[k] = i;
+    const GPTR float* g = a.grecs + k * grec_words(a.ray, a.absGrad);
+    copy_f32s(a.gColor, i * 3u, g, GREC_COLOR, 3u);
+    copy_f32s(a.gOpacity, i, g, GREC_OPACITY, 1u);
+    if (a.ray != 0u) {
+        copy_f32s(a.gRayU, i * 3u, g, GREC_RAY_U, 3u);
+        copy_f32s(a.gRayA, i * 9u, g, GREC_RAY_A, 9u);
+        return;
+    }
+    copy_f32s(a.gMean2d, i * 2u, g, GREC_MEAN2D, 2u);
+    copy_f32s(a.gConic, i * 3u, g, GREC_CONIC, 3u);
+    if (a.absGrad != 0u) copy_f32s(a.gMean2dAbs, i * 2u, g, GREC_MEAN2D_ABS, 2u);
 }

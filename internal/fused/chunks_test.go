@@ -335,7 +335,7 @@ func checkPoisonedChunks(t *testing.T, dev gpu.Device, set engine.Settings, g *s
 
 	n := g.Len()
 	for _, f := range pgFields(set.Render, pipe.PG) {
-		got := dlAt(t, fe, fe.pg, f.off*fe.capN, n*f.width)
+		got := dlAt(t, fe, fe.pg, f.off*fe.capV, n*f.width)
 		for i, x := range got {
 			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
 				t.Fatalf("poisoned chunks: %s[%d] = %v", f.name, i, x)

@@ -272,7 +272,7 @@ func compare(dev gpu.Device, set engine.Settings, g *splat.Gaussians, v *engine.
 
 	// Gradients of the prepared data, then of every parameter group.
 	for _, f := range pgFields(set.Render, pipe.PG) {
-		r.grad(f.name, r.f32(fe.pg, f.off*fe.capN, n*f.width), f.want)
+		r.grad(f.name, r.f32(fe.pg, f.off*fe.capV, n*f.width), f.want)
 	}
 	// An invalid splat's gradient is zero by definition, and project_bwd leaves its elements
 	// as they were (poisoned): zero them, by the device's own flags, before comparing (a
@@ -850,10 +850,11 @@ func (e *Engine) poison() error {
 		}
 	}
 	e.raysFor = nil
+	e.packed = nil
 	return nil
 }
 
-// pgField is one field of the prepared-data gradients (the pg buffer, from off·capN) with the
+// pgField is one field of the prepared-data gradients (the pg buffer, from off·capV) with the
 // CPU's values for it.
 type pgField struct {
 	name       string

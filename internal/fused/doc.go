@@ -29,7 +29,10 @@
 // Gaussian sharding's records (docs/sharding.md; shard.go ↔ shard.cu): PackVisible projects
 // an owner's splats for a view and packs the visible ones, with their global ids, as records;
 // RenderRecords draws records received from the owners, unpacked in place of project, to the
-// image one engine holding the whole scene renders.
+// image one engine holding the whole scene renders. For a training step,
+// RenderRecordsBackward adds the loss and raster_bwd and packs the records' prepared-data
+// gradients back in record order, and StepFromGradients scatters an owner's share to its
+// splats and runs project_bwd and Adam, as Step does after its own raster_bwd.
 //
 // The CUDA and Metal backends (internal/gpu) run the same kernel bodies, each through its
 // prelude.

@@ -22,7 +22,7 @@ const paramFloats = abi.ParamFloats
 const shRestFloats = splat.SHCoeffs*3 - 3
 
 // pgFloats is the number of floats per splat of the prepared-data gradients: colour 3,
-// opacity 1, mean2d 2, conic 3, rayU 3, rayA 9, at these offsets (× capacity).
+// opacity 1, mean2d 2, conic 3, rayU 3, rayA 9, at these offsets (× capV, pgAt).
 const (
 	pgColor   = 0
 	pgOpacity = 3
@@ -48,9 +48,10 @@ type Engine struct {
 
 	n    int // splats
 	capN int // capacity of the per-splat buffers, in splats
-	// capV is the capacity, in splats, of the buffers a forward reads and writes (the projection,
-	// the footprint, bin.cu's): room for the engine's own splats, and for a renderer's records
-	// where they outnumber them (RenderRecords).
+	// capV is the capacity, in splats, of the buffers a forward and its backward read and write
+	// (the projection, the footprint, bin.cu's, the prepared-data gradients): room for the
+	// engine's own splats, and for a renderer's records where they outnumber them
+	// (RenderRecords, RenderRecordsBackward).
 	capV int
 
 	// Per splat. The packed buffers hold 59·n floats in the layout of shaders/common.h.
@@ -58,7 +59,7 @@ type Engine struct {
 	valid, depth, opacity, color, mean2d, conic, rayU, rayA gpu.Buffer
 	rayHalf                                                 gpu.Buffer // ray model: prep's RayHalf, for bin
 	boundCenter, boundQ, rect, radius                       gpu.Buffer
-	pg                                                      gpu.Buffer // [pgFloats·capN]
+	pg                                                      gpu.Buffer // [pgFloats·capV]
 	grad2d, statAccum, statCount, statMaxRadius, counts     gpu.Buffer
 	bigList                                                 gpu.Buffer // bin.cu: splats queued for a warp each
 	bigOff                                                  gpu.Buffer // bin.cu: where each queued splat's hit bits start
@@ -76,6 +77,12 @@ type Engine struct {
 	hitMask  gpu.Buffer // bin.cu: each small box's tiles hit
 	editSrc  gpu.Buffer // edit.cu: the plan's source splat per new splat
 	recs     gpu.Buffer // shard.cu: the records PackVisible wrote
+	gradRecs gpu.Buffer // shard.cu: the gradient records RenderRecordsBackward wrote
+	// packed is the view the last PackVisible projected and packed, while the projection it
+	// left (valid, radius, the scanned flags) and the splats are still those it packed; nil
+	// once anything else projects, reallocates them or changes the splats. StepFromGradients
+	// maps a view's gradients back through it.
+	packed   *packedView
 	adamStep int64
 	// shUsed is the highest SH degree a step has used since the moments were last set from
 	// outside (an uploaded state counts as degree 3): adam_step leaves the SH floats above it
@@ -388,7 +395,7 @@ func (e *Engine) growSplats(n int) error {
 		width int
 	}{
 		{&e.params, paramFloats}, {&e.grads, paramFloats}, {&e.adamM, paramFloats}, {&e.adamV, paramFloats},
-		{&e.seen, 1}, {&e.pg, pgFloats}, {&e.grad2d, 1}, {&e.statAccum, 1}, {&e.statCount, 1}, {&e.statMaxRadius, 1},
+		{&e.seen, 1}, {&e.grad2d, 1}, {&e.statAccum, 1}, {&e.statCount, 1}, {&e.statMaxRadius, 1},
 	} {
 		if err := e.ensure(x.b, c*x.width*4); err != nil {
 			return fmt.Errorf("fused: buffers for %d Gaussians: %w", c, err)
@@ -398,14 +405,16 @@ func (e *Engine) growSplats(n int) error {
 	return e.growView(n)
 }
 
-// growView sizes the buffers of a forward over n splats (the projection, the footprint and
-// bin.cu's per-splat buffers; with room to grow by a quarter): a renderer's records
-// (RenderRecords) may outnumber its own splats, whose parameters and moments stay as they are.
-// Contents are not kept.
+// growView sizes the buffers of a forward and backward over n splats (the projection, the
+// footprint, bin.cu's per-splat buffers and the prepared-data gradients; with room to grow by
+// a quarter): a renderer's records (RenderRecords) may outnumber its own splats, whose
+// parameters and moments stay as they are. Contents are not kept, PackVisible's projection
+// among them.
 func (e *Engine) growView(n int) error {
 	if n <= e.capV {
 		return nil
 	}
+	e.packed = nil
 	c := n + n/4
 	f := 4 // bytes per float or word
 	bufs := []struct {
@@ -416,7 +425,7 @@ func (e *Engine) growView(n int) error {
 		{&e.boundCenter, 2}, {&e.boundQ, 3}, {&e.rect, 4}, {&e.radius, 1},
 		{&e.bigList, 1}, {&e.bigOff, 1},
 		{&e.depthKeys, 1}, {&e.order, 1}, {&e.depthKeysTmp, 1}, {&e.orderTmp, 1}, {&e.rankOf, 1},
-		{&e.hitMask, 1}, {&e.vis, 1},
+		{&e.hitMask, 1}, {&e.vis, 1}, {&e.pg, pgFloats},
 	}
 	if e.set.Render == prep.Ray {
 		bufs = append(bufs, struct {
@@ -555,6 +564,7 @@ func (e *Engine) or(b gpu.Buffer) gpu.Buffer {
 // upload replaces the scene: parameters g, moments m and v (nil: zero), the Adam step and the
 // statistics (nil: zero).
 func (e *Engine) upload(g, m, v *splat.Gaussians, step int64, st *engine.Stats) error {
+	e.packed = nil
 	n := g.Len()
 	if err := e.growSplats(n); err != nil {
 		return err
@@ -756,6 +766,7 @@ func (e *Engine) Apply(ed engine.Edit) error {
 // reallocated at the new capacity before each gather, so at most one extra buffer is held at a
 // time. The other per-splat buffers are grown as scratch; e.n is left to the caller.
 func (e *Engine) gatherRows(oldN, newN, fresh int, what string) error {
+	e.packed = nil
 	need := newN * paramFloats * 4
 	if newN > e.capN {
 		need = (newN + newN/4) * paramFloats * 4
@@ -821,6 +832,7 @@ func (e *Engine) ResetOpacity(maxOpacity float32) error {
 	if !(maxOpacity > 0 && maxOpacity < 1) {
 		return fmt.Errorf("fused: opacity reset value %v outside (0,1)", maxOpacity)
 	}
+	e.packed = nil
 	n := e.n
 	if err := e.k.OpacityReset(gpu.BlocksFor(uint32(n), 256), gpu.Dim3{256}, abi.OpacityResetArgs{
 		Params: abi.B(e.params), N: uint32(n), MaxLogit: splat.Logit(maxOpacity)}); err != nil {
@@ -893,7 +905,7 @@ func (e *Engine) release() error {
 	e.targets = nil
 	bufs := []gpu.Buffer{e.params, e.grads, e.adamM, e.adamV, e.valid, e.depth, e.opacity, e.color, e.mean2d,
 		e.conic, e.rayU, e.rayA, e.rayHalf, e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.bigList, e.bigOff, e.bigBits, e.editSrc, e.statAccum,
-		e.statCount, e.statMaxRadius, e.counts, e.visFlags, e.depthKeys, e.order, e.depthKeysTmp, e.orderTmp, e.ranked, e.rankOf, e.hitMask, e.recs, e.keys, e.ids, e.keysTmp, e.idsTmp, e.hist, e.tileOffsets, e.tileOrder, e.segCont, e.segItems, e.segState, e.segCount,
+		e.statCount, e.statMaxRadius, e.counts, e.visFlags, e.depthKeys, e.order, e.depthKeysTmp, e.orderTmp, e.ranked, e.rankOf, e.hitMask, e.recs, e.gradRecs, e.keys, e.ids, e.keysTmp, e.idsTmp, e.hist, e.tileOffsets, e.tileOrder, e.segCont, e.segItems, e.segState, e.segCount,
 		e.tileWalk, e.chunkStart, e.chunkTile, e.chunkState,
 		e.image, e.finalT, e.count, e.dImage, e.rays, e.dmap, e.partAbs, e.partSq, e.partSSIM,
 		e.readouts[0], e.readouts[1], e.dummy, e.vis, e.seen, e.gradsSum, e.seenSum}

@@ -9,8 +9,10 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/prep"
 )
 
-// pgAt is the prepared-data gradient field at offset off (pgColor, ...) of the pg buffer.
-func (e *Engine) pgAt(off int) abi.Buf { return abi.At(e.pg, off*e.capN*4) }
+// pgAt is the prepared-data gradient field at offset off (pgColor, ...) of the pg buffer, whose
+// fields are capV splats apart: raster_bwd writes them for a forward's splats, a renderer's
+// records included, and project_bwd reads them for the engine's own.
+func (e *Engine) pgAt(off int) abi.Buf { return abi.At(e.pg, off*e.capV*4) }
 
 // rasterBwd zeroes the prepared-data gradients and launches raster_bwd.cu (design.md §5 step 6):
 // raster_bwd_chunks numbers the tiles' chunks of chunkEntries entries from the forward's
@@ -19,7 +21,7 @@ func (e *Engine) pgAt(off int) abi.Buf { return abi.At(e.pg, off*e.capN*4) }
 // (capped at e.bwdMaxBlocks, the blocks striding over the chunks) and blocks past it exit at
 // once.
 func (e *Engine) rasterBwd(cam *camera.Camera, bg [3]float32, tiles int) error {
-	if err := e.dev.Memset(e.pg, 0, e.pgUsed()*e.capN*4, 0); err != nil {
+	if err := e.zeroPG(); err != nil {
 		return err
 	}
 	if bound := maxChunks(e.listCap, tiles); bound > e.chunkCap {
@@ -51,6 +53,10 @@ func (e *Engine) bwdThreads() gpu.Dim3 {
 	ts := e.set.TileSize
 	return gpu.Dim3{uint32((ts*ts/2 + 31) / 32 * 32)}
 }
+
+// zeroPG zeroes the pg fields the render model uses (pgUsed), which raster_bwd and
+// scatter_grads accumulate into or fill.
+func (e *Engine) zeroPG() error { return e.dev.Memset(e.pg, 0, e.pgUsed()*e.capV*4, 0) }
 
 // pgUsed is how many of the pg buffer's fields (from pgColor on) the render model writes, which
 // rasterBwd zeroes: the ray model all, EWA colour to conic, and its absolute sums with AbsGrad.

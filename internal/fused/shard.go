@@ -1,8 +1,9 @@
 package fused
 
 import (
-	"errors"
 	"fmt"
+	"math"
+	"slices"
 
 	"github.com/rlxsplat/rlxsplat/internal/camera"
 	"github.com/rlxsplat/rlxsplat/internal/engine"
@@ -15,7 +16,10 @@ import (
 // a view sees (PackVisible), the words go to the view's renderer (multi.Exchanger), and the
 // renderer draws them as the owner's own engine would have (RenderRecords). A record is a
 // splat's global id and every projected value that binning and the forward rasterizer read,
-// copied bit for bit (shaders/shard.cu; the layout is abi's Rec* constants).
+// copied bit for bit (shaders/shard.cu; the layout is abi's Rec* constants). For a training
+// step the renderer also runs the loss and raster_bwd over them and packs each record's
+// gradients back in record order (RenderRecordsBackward; abi's GradRec* constants), and each
+// owner maps its share back to its splats' parameters and updates them (StepFromGradients).
 
 // RecordWords is the 32-bit words of one record of render model m.
 func RecordWords(m prep.Model) int {
@@ -23,6 +27,29 @@ func RecordWords(m prep.Model) int {
 		return abi.RecRayWords
 	}
 	return abi.RecEWAWords
+}
+
+// GradRecordWords is the floats of one gradient record of render model m: with absGrad
+// (engine.Settings.AbsGrad, EWA only) the record carries raster_bwd's absolute sums too, from
+// which project_bwd draws the densification statistic.
+func GradRecordWords(m prep.Model, absGrad bool) int {
+	switch {
+	case m == prep.Ray:
+		return abi.GradRecRayWords
+	case absGrad:
+		return abi.GradRecEWAAbsWords
+	}
+	return abi.GradRecEWAWords
+}
+
+// gradWords is GradRecordWords of the engine's settings.
+func (e *Engine) gradWords() int { return GradRecordWords(e.set.Render, e.set.AbsGrad) }
+
+// packedView is what a PackVisible projected and packed for (Engine.packed).
+type packedView struct {
+	cam      camera.Camera
+	shDegree int
+	count    int
 }
 
 // records is a renderer's input to a forward: count records in buf.
@@ -45,7 +72,8 @@ func (e *Engine) rayFlag() uint32 {
 // (RecordWords each) until the next PackVisible or Close, and their count. The count is read
 // back before the records are packed (the exchange sends the counts first, and the buffer is
 // sized by it); the packing is queued on the device, in order with whatever reads the buffer
-// next.
+// next. The projection stays for the owner's share of the step's backward (StepFromGradients)
+// until the engine projects, reallocates or changes its splats again.
 func (e *Engine) PackVisible(cam *camera.Camera, shDegree int, base uint32) (gpu.Buffer, int, error) {
 	if err := e.idle("pack visible"); err != nil {
 		return nil, 0, err
@@ -57,6 +85,7 @@ func (e *Engine) PackVisible(cam *camera.Camera, shDegree int, base uint32) (gpu
 	if uint64(base)+uint64(n) > 1<<32 {
 		return nil, 0, fmt.Errorf("fused: pack visible: global ids from %d for %d Gaussians pass 2³²", base, n)
 	}
+	e.packed = nil
 	e.useView(0, 0, nil)
 	e.timed = false
 	if err := e.dev.Memset(e.ro.B, e.ro.Off, roWords*4, 0); err != nil {
@@ -91,6 +120,8 @@ func (e *Engine) PackVisible(cam *camera.Camera, shDegree int, base uint32) (gpu
 		Recs: abi.B(e.recs)}); err != nil {
 		return nil, 0, fmt.Errorf("fused: pack visible: %w", err)
 	}
+	e.packed = &packedView{cam: *cam, shDegree: shDegree, count: count}
+	e.packed.cam.Distortion.Params = slices.Clone(cam.Distortion.Params)
 	return e.recs, count, nil
 }
 
@@ -104,30 +135,199 @@ func (e *Engine) PackVisible(cam *camera.Camera, shDegree int, base uint32) (gpu
 // per-view buffers grow to the count. Records are binned on the device: cpu-conic binning,
 // which projects on the host, has nothing to bin them with.
 func (e *Engine) RenderRecords(cam *camera.Camera, recs gpu.Buffer, count int, bg [3]float32) ([]float32, error) {
-	if err := e.idle("render records"); err != nil {
+	if err := e.checkRecords("render records", cam, recs, count); err != nil {
 		return nil, err
+	}
+	return e.render(cam, 0, bg, &records{buf: recs, count: count}, "render records")
+}
+
+// checkRecords checks a renderer's operation what on count records in recs for cam, and sizes
+// the per-view buffers for them.
+func (e *Engine) checkRecords(what string, cam *camera.Camera, recs gpu.Buffer, count int) error {
+	if err := e.idle(what); err != nil {
+		return err
 	}
 	if err := e.checkView(cam, 0); err != nil {
-		return nil, err
+		return err
 	}
 	if e.set.BinMode == engine.BinCPUConic {
-		return nil, errors.New("fused: render records: cpu-conic binning projects on the host and cannot bin records; use gpu-conic or gpu-radius-aabb")
+		return fmt.Errorf("fused: %s: cpu-conic binning projects on the host and cannot bin records; use gpu-conic or gpu-radius-aabb", what)
 	}
 	words := RecordWords(e.set.Render)
 	switch {
 	case count < 0:
-		return nil, fmt.Errorf("fused: render records: %d records", count)
+		return fmt.Errorf("fused: %s: %d records", what, count)
 	case count > 0 && recs == nil:
-		return nil, fmt.Errorf("fused: render records: %d records and no buffer", count)
+		return fmt.Errorf("fused: %s: %d records and no buffer", what, count)
 	case count > 0 && recs.Size() < count*words*4:
-		return nil, fmt.Errorf("fused: render records: %d records of %d words, the buffer holds %d bytes", count, words, recs.Size())
+		return fmt.Errorf("fused: %s: %d records of %d words, the buffer holds %d bytes", what, count, words, recs.Size())
 	case uint64(count) >= 1<<32:
-		return nil, fmt.Errorf("fused: render records: %d records pass the u32 splat ids", count)
+		return fmt.Errorf("fused: %s: %d records pass the u32 splat ids", what, count)
 	}
-	if err := e.growView(count); err != nil {
-		return nil, err
+	return e.growView(count)
+}
+
+// RenderRecordsBackward is a renderer's share of a sharded training step over count records
+// (as RenderRecords takes them) for view v: the forward RenderRecords runs, the loss against
+// v.Target, and raster_bwd, whose gradients of the records' prepared data it packs in record
+// order: GradRecordWords floats a record (abi's GradRec*: colour, opacity, then EWA's mean2d,
+// conic and, with engine.Settings.AbsGrad, mean2d's absolute sums, or the ray model's u and
+// A), record k's from float k·GradRecordWords. So the first owner's records' gradients come
+// first, each owner's in the order it sent them, and go back to it without ids. It returns
+// the engine's buffer of them, which holds them until the next RenderRecordsBackward or
+// Close, and the view's result: the loss and its terms, the records drawn (Visible), the
+// tile-list entries, and the image when o.WantImage. The records carry no parameters, so
+// nothing is updated: o's learning rates, SH degree and statistics are the owners' (their
+// StepFromGradients), and no stage is timed.
+func (e *Engine) RenderRecordsBackward(v *engine.View, recs gpu.Buffer, count int, o engine.StepOptions) (gpu.Buffer, engine.StepResult, error) {
+	const what = "render records backward"
+	cam := &v.Camera
+	if err := e.checkRecords(what, cam, recs, count); err != nil {
+		return nil, engine.StepResult{}, err
 	}
-	return e.render(cam, 0, bg, &records{buf: recs, count: count}, "render records")
+	if w, h := cam.Width, cam.Height; len(v.Target) != w*h*3 {
+		return nil, engine.StepResult{}, fmt.Errorf("fused: %s: target of view %d has %d values, want %d×%d×3", what, v.Index, len(v.Target), w, h)
+	}
+	if err := e.growPixels(cam.Width, cam.Height); err != nil {
+		return nil, engine.StepResult{}, err
+	}
+	target, err := e.targetBuffer(v)
+	if err != nil {
+		return nil, engine.StepResult{}, err
+	}
+	words := e.gradWords()
+	if e.gradRecs == nil || e.gradRecs.Size() < count*words*4 {
+		if err := e.ensure(&e.gradRecs, (count+count/4)*words*4); err != nil {
+			return nil, engine.StepResult{}, fmt.Errorf("fused: %s: gradients of %d records: %w", what, count, err)
+		}
+	}
+	r := &records{buf: recs, count: count}
+	ro, err := e.forwardFits(cam, 0, o.Background, r, what, func(p *pass) error {
+		if err := e.rasterBackward(p, target, o.Background); err != nil {
+			return err
+		}
+		return e.packGrads(count)
+	})
+	if err != nil {
+		return nil, engine.StepResult{}, err
+	}
+	res := engine.StepResult{Visible: int(ro[roVisible]), Entries: int(ro[roEntries])}
+	res.Loss, res.L1, res.MSE, res.SSIM = lossResult(e.set.Loss, e.set.SSIMLambda, &ro, cam.Width*cam.Height*3)
+	if o.WantImage {
+		if res.Image, err = e.downloadImage(cam.Width, cam.Height); err != nil {
+			return nil, engine.StepResult{}, err
+		}
+	}
+	return e.gradRecs, res, nil
+}
+
+// StepFromGradients is an owner's share of a sharded training step, after its PackVisible for
+// the view: grads holds the gradients of the count records that PackVisible packed, as
+// RenderRecordsBackward packs them (GradRecordWords floats each, in the records' order; a
+// buffer on the engine's device). They go to the splats the records came from
+// (scatter_grads), and project_bwd and Adam run on them as Step runs them after its own
+// raster_bwd: the parameter gradients, the densification statistics when o.AccumulateStats,
+// and the update, Adam's step count one further. The gradients are mapped back through the
+// projection PackVisible left, so PackVisible(cam, o.SHDegree, …) must be the engine's last
+// projection, with the splats unchanged since: a render, step, edit, state upload or opacity
+// reset in between, another camera or SH degree, or a count other than the records packed is
+// refused (pack again). One PackVisible serves one StepFromGradients: the update changes the
+// splats. o's background and image go unused (the renderer drew the view, and its
+// RenderRecordsBackward reports the loss, which is NaN here); the result's Visible is count
+// and NonFinite Adam's dropped elements, and no stage is timed. MCMC's regularisers and noise
+// are refused: they need the whole scene's count and global ids.
+func (e *Engine) StepFromGradients(cam *camera.Camera, grads gpu.Buffer, count int, o engine.StepOptions) (engine.StepResult, error) {
+	const what = "step from gradients"
+	if err := e.idle(what); err != nil {
+		return engine.StepResult{}, err
+	}
+	if err := e.checkView(cam, o.SHDegree); err != nil {
+		return engine.StepResult{}, err
+	}
+	words := e.gradWords()
+	pk := e.packed
+	switch {
+	case e.reduce != nil:
+		return engine.StepResult{}, fmt.Errorf("fused: %s: the engine takes data-parallel steps (SetReduce)", what)
+	case o.MCMC != engine.MCMCStep{}:
+		return engine.StepResult{}, fmt.Errorf("fused: %s: MCMC's regularisers and noise need the whole scene's splat count and global ids", what)
+	case pk == nil:
+		return engine.StepResult{}, fmt.Errorf("fused: %s: no PackVisible since the engine last projected, reallocated or changed its splats: pack the view first", what)
+	case !identicalCamera(&pk.cam, cam):
+		return engine.StepResult{}, fmt.Errorf("fused: %s: the last PackVisible was for another camera", what)
+	case pk.shDegree != o.SHDegree:
+		return engine.StepResult{}, fmt.Errorf("fused: %s: the last PackVisible was for SH degree %d, the step's is %d", what, pk.shDegree, o.SHDegree)
+	case count != pk.count:
+		return engine.StepResult{}, fmt.Errorf("fused: %s: gradients of %d records, PackVisible packed %d", what, count, pk.count)
+	case count > 0 && grads == nil:
+		return engine.StepResult{}, fmt.Errorf("fused: %s: %d records and no buffer", what, count)
+	case count > 0 && grads.Size() < count*words*4:
+		return engine.StepResult{}, fmt.Errorf("fused: %s: %d gradient records of %d floats, the buffer holds %d bytes", what, count, words, grads.Size())
+	}
+	t := e.adamStep + 1
+	e.shUsed = max(e.shUsed, o.SHDegree)
+	ap, err := adamArgs(e.set.Adam, o.LR, t, e.n, o.MCMC, 1, e.shUsed)
+	if err != nil {
+		return engine.StepResult{}, err
+	}
+	e.packed = nil // the update changes the splats the projection was of
+	e.useView(0, 0, nil)
+	e.timed = false
+	if err := e.dev.Memset(e.ro.B, e.ro.Off, roWords*4, 0); err != nil {
+		return engine.StepResult{}, fmt.Errorf("fused: %s: %w", what, err)
+	}
+	if err := e.scatterGrads(grads, count); err != nil {
+		return engine.StepResult{}, fmt.Errorf("fused: %s: %w", what, err)
+	}
+	if err := e.projectBwd(cam, o.SHDegree, o.AccumulateStats, false); err != nil {
+		return engine.StepResult{}, fmt.Errorf("fused: %s: %w", what, err)
+	}
+	if !e.gradsOnly {
+		if err := e.update(o, ap); err != nil {
+			return engine.StepResult{}, fmt.Errorf("fused: %s: %w", what, err)
+		}
+	}
+	ro, err := e.readout()
+	if err != nil {
+		return engine.StepResult{}, fmt.Errorf("fused: %s: %w", what, err)
+	}
+	if !e.gradsOnly {
+		e.adamStep = t
+	}
+	nan := math.NaN()
+	return engine.StepResult{Loss: nan, L1: nan, MSE: nan, SSIM: nan, Visible: count, NonFinite: int(ro[roNonFinite])}, nil
+}
+
+// identicalCamera reports whether a and b are the same camera in every parameter, pose and
+// lens included.
+func identicalCamera(a, b *camera.Camera) bool {
+	return a.Width == b.Width && a.Height == b.Height && a.Fx == b.Fx && a.Fy == b.Fy && a.Cx == b.Cx && a.Cy == b.Cy &&
+		a.R == b.R && a.T == b.T && a.Distortion.Model == b.Distortion.Model && slices.Equal(a.Distortion.Params, b.Distortion.Params)
+}
+
+// packGrads launches shard.cu's pack_grads: the prepared-data gradients of a renderer's count
+// records, in record order, into gradRecs.
+func (e *Engine) packGrads(count int) error {
+	return e.k.PackGrads(gpu.BlocksFor(uint32(max(count, 1)), 256), gpu.Dim3{256}, abi.PackGradsArgs{
+		Count: uint32(count), Ray: e.rayFlag(), AbsGrad: e.absGrad(), GColor: e.pgAt(pgColor), GOpacity: e.pgAt(pgOpacity),
+		GMean2d: e.pgAt(pgMean2D), GConic: e.pgAt(pgConic), GRayU: e.pgAt(pgRayU), GRayA: e.pgAt(pgRayA),
+		GMean2dAbs: e.pgAt(pgMean2DAbs), Grecs: abi.B(e.gradRecs)})
+}
+
+// scatterGrads zeroes pg's fields in use and launches shard.cu's scatter_grads: count
+// gradient records in grads, in PackVisible's order, into pg at the splats they came from,
+// those splats into vis in id order, and count into the readout's visible count, as
+// project_bwd reads them.
+func (e *Engine) scatterGrads(grads gpu.Buffer, count int) error {
+	if err := e.zeroPG(); err != nil {
+		return err
+	}
+	n := e.n
+	return e.k.ScatterGrads(gpu.BlocksFor(uint32(n), 256), gpu.Dim3{256}, abi.ScatterGradsArgs{
+		Grecs: abi.B(e.or(grads)), Valid: abi.B(e.valid), Flags: abi.B(e.visFlags), N: uint32(n), Count: uint32(count),
+		Ray: e.rayFlag(), AbsGrad: e.absGrad(), GColor: e.pgAt(pgColor), GOpacity: e.pgAt(pgOpacity),
+		GMean2d: e.pgAt(pgMean2D), GConic: e.pgAt(pgConic), GRayU: e.pgAt(pgRayU), GRayA: e.pgAt(pgRayA),
+		GMean2dAbs: e.pgAt(pgMean2DAbs), Vis: abi.B(e.vis), Readout: e.ro})
 }
 
 // unpack launches shard.cu's unpack: r's records become the forward's splats 0 … count−1,

@@ -549,34 +549,50 @@ func (e *Engine) Render(cam *camera.Camera, shDegree int, bg [3]float32) ([]floa
 // render runs a forward (of the engine's splats, or of recs: RenderRecords) until its tile
 // lists fit, and downloads the image; what names the operation in errors.
 func (e *Engine) render(cam *camera.Camera, shDegree int, bg [3]float32, recs *records, what string) ([]float32, error) {
-	if err := e.growPixels(cam.Width, cam.Height); err != nil {
+	if _, err := e.forwardFits(cam, shDegree, bg, recs, what, nil); err != nil {
 		return nil, err
 	}
+	return e.downloadImage(cam.Width, cam.Height)
+}
+
+// forwardFits enqueues a forward (of the engine's splats, or of recs), then whatever then
+// enqueues behind it (nil: nothing), and reads the readout, again with longer tile lists while
+// they overflow; what names the operation in errors. The stages behind the forward must do
+// nothing while readout[RO_ABORT] is set, or be run again whole, as then is.
+func (e *Engine) forwardFits(cam *camera.Camera, shDegree int, bg [3]float32, recs *records, what string, then func(*pass) error) (readout, error) {
+	if err := e.growPixels(cam.Width, cam.Height); err != nil {
+		return readout{}, err
+	}
 	if err := e.growBigBits(); err != nil {
-		return nil, err
+		return readout{}, err
 	}
 	e.useView(0, 0, nil)
 	e.timed = false
 	for attempt := 1; ; attempt++ {
-		if _, err := e.forward(cam, shDegree, bg, recs); err != nil {
-			return nil, fmt.Errorf("fused: %s: %w", what, err)
+		p, err := e.forward(cam, shDegree, bg, recs)
+		if err != nil {
+			return readout{}, fmt.Errorf("fused: %s: %w", what, err)
+		}
+		if then != nil {
+			if err := then(p); err != nil {
+				return readout{}, fmt.Errorf("fused: %s: %w", what, err)
+			}
 		}
 		ro, err := e.readout()
 		if err != nil {
-			return nil, fmt.Errorf("fused: %s: %w", what, err)
+			return readout{}, fmt.Errorf("fused: %s: %w", what, err)
 		}
 		e.bigBitsWant = int(ro[roBigBits])
 		if ro[roAbort] == 0 {
-			break
+			return ro, nil
 		}
 		if attempt == maxAttempts {
-			return nil, fmt.Errorf("fused: %s: the tile lists overflowed %d times", what, attempt)
+			return readout{}, fmt.Errorf("fused: %s: the tile lists overflowed %d times", what, attempt)
 		}
 		if err := e.growLists(int(ro[roEntries])); err != nil {
-			return nil, err
+			return readout{}, err
 		}
 	}
-	return e.downloadImage(cam.Width, cam.Height)
 }
 
 func (e *Engine) downloadImage(w, h int) ([]float32, error) {
@@ -617,6 +633,7 @@ func (e *Engine) forward(cam *camera.Camera, shDegree int, bg [3]float32, recs *
 	if recs != nil {
 		n = recs.count
 	}
+	e.packed = nil // project or unpack overwrites PackVisible's projection
 	e.lastW, e.lastH, e.lastN = cam.Width, cam.Height, n
 	if e.keys == nil {
 		if err := e.growLists(4 * n); err != nil {
@@ -672,6 +689,19 @@ func (e *Engine) forward(cam *camera.Camera, shDegree int, bg [3]float32, recs *
 // viewBackward enqueues a view's loss and both backward passes, recording events 5..7: the
 // parameter gradients into grads, summed with the batch's earlier views' when later.
 func (e *Engine) viewBackward(p *pass, target gpu.Buffer, o engine.StepOptions, later bool) error {
+	if err := e.rasterBackward(p, target, o.Background); err != nil {
+		return err
+	}
+	if err := e.projectBwd(p.cam, o.SHDegree, o.AccumulateStats, later); err != nil {
+		return err
+	}
+	return e.record(7)
+}
+
+// rasterBackward enqueues a view's loss and raster_bwd, recording events 5 and 6: the
+// gradients of the forward's prepared data in pg, of the engine's splats or of a renderer's
+// records (RenderRecordsBackward).
+func (e *Engine) rasterBackward(p *pass, target gpu.Buffer, bg [3]float32) error {
 	cam := p.cam
 	if err := e.loss(target, cam.Width, cam.Height); err != nil {
 		return err
@@ -679,16 +709,10 @@ func (e *Engine) viewBackward(p *pass, target gpu.Buffer, o engine.StepOptions, 
 	if err := e.record(5); err != nil {
 		return err
 	}
-	if err := e.rasterBwd(cam, o.Background, p.tiles); err != nil {
+	if err := e.rasterBwd(cam, bg, p.tiles); err != nil {
 		return err
 	}
-	if err := e.record(6); err != nil {
-		return err
-	}
-	if err := e.projectBwd(cam, o.SHDegree, o.AccumulateStats, later); err != nil {
-		return err
-	}
-	return e.record(7)
+	return e.record(6)
 }
 
 // update enqueues Adam over the summed gradients and the MCMC noise, recording event 8.

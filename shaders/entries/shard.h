@@ -53,9 +53,44 @@ struct unpack_args {
     GPTR u32* readout;
 };
 
+struct pack_grads_args {
+    u32 count;
+    u32 ray;
+    u32 absGrad;
+    const GPTR float* gColor;
+    const GPTR float* gOpacity;
+    const GPTR float* gMean2d;
+    const GPTR float* gConic;
+    const GPTR float* gRayU;
+    const GPTR float* gRayA;
+    const GPTR float* gMean2dAbs;
+    GPTR float* grecs;
+};
+
+struct scatter_grads_args {
+    const GPTR float* grecs;
+    const GPTR u32* valid;
+    const GPTR u32* flags;
+    u32 n;
+    u32 count;
+    u32 ray;
+    u32 absGrad;
+    GPTR float* gColor;
+    GPTR float* gOpacity;
+    GPTR float* gMean2d;
+    GPTR float* gConic;
+    GPTR float* gRayU;
+    GPTR float* gRayA;
+    GPTR float* gMean2dAbs;
+    GPTR u32* vis;
+    GPTR u32* readout;
+};
+
 DEVICE void pack_flags_body(Thr th, pack_flags_args a);
 DEVICE void pack_visible_body(Thr th, pack_visible_args a);
 DEVICE void unpack_body(Thr th, unpack_args a);
+DEVICE void pack_grads_body(Thr th, pack_grads_args a);
+DEVICE void scatter_grads_body(Thr th, scatter_grads_args a);
 
 #if defined(RLX_BACKEND_CUDA)
 
@@ -78,6 +113,20 @@ extern "C" __global__ void unpack(const GPTR u32* recs, u32 count, u32 ray, GPTR
     const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
     const unpack_args a = {recs, count, ray, valid, depth, opacity, color, mean2d, conic, rayU, rayA, rayHalf, boundCenter, boundQ, rect, radius, readout};
     unpack_body(th, a);
+}
+
+extern "C" __global__ void pack_grads(u32 count, u32 ray, u32 absGrad, const GPTR float* gColor, const GPTR float* gOpacity, const GPTR float* gMean2d, const GPTR float* gConic, const GPTR float* gRayU, const GPTR float* gRayA, const GPTR float* gMean2dAbs, GPTR float* grecs)
+{
+    const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
+    const pack_grads_args a = {count, ray, absGrad, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA, gMean2dAbs, grecs};
+    pack_grads_body(th, a);
+}
+
+extern "C" __global__ void scatter_grads(const GPTR float* grecs, const GPTR u32* valid, const GPTR u32* flags, u32 n, u32 count, u32 ray, u32 absGrad, GPTR float* gColor, GPTR float* gOpacity, GPTR float* gMean2d, GPTR float* gConic, GPTR float* gRayU, GPTR float* gRayA, GPTR float* gMean2dAbs, GPTR u32* vis, GPTR u32* readout)
+{
+    const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
+    const scatter_grads_args a = {grecs, valid, flags, n, count, ray, absGrad, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA, gMean2dAbs, vis, readout};
+    scatter_grads_body(th, a);
 }
 
 #elif defined(RLX_BACKEND_METAL)
@@ -156,6 +205,57 @@ kernel void unpack(device const u32* recs [[buffer(0)]],
     unpack_body(th, a);
 }
 
+kernel void pack_grads(constant u32& count [[buffer(0)]],
+    constant u32& ray [[buffer(1)]],
+    constant u32& absGrad [[buffer(2)]],
+    device const float* gColor [[buffer(3)]],
+    device const float* gOpacity [[buffer(4)]],
+    device const float* gMean2d [[buffer(5)]],
+    device const float* gConic [[buffer(6)]],
+    device const float* gRayU [[buffer(7)]],
+    device const float* gRayA [[buffer(8)]],
+    device const float* gMean2dAbs [[buffer(9)]],
+    device float* grecs [[buffer(10)]],
+    uint rlx_tid [[thread_position_in_threadgroup]],
+    uint rlx_bid [[threadgroup_position_in_grid]],
+    uint rlx_bdim [[threads_per_threadgroup]],
+    uint rlx_nblocks [[threadgroups_per_grid]],
+    uint rlx_lane [[thread_index_in_simdgroup]],
+    uint rlx_warp [[simdgroup_index_in_threadgroup]])
+{
+    const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
+    const pack_grads_args a = {count, ray, absGrad, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA, gMean2dAbs, grecs};
+    pack_grads_body(th, a);
+}
+
+kernel void scatter_grads(device const float* grecs [[buffer(0)]],
+    device const u32* valid [[buffer(1)]],
+    device const u32* flags [[buffer(2)]],
+    constant u32& n [[buffer(3)]],
+    constant u32& count [[buffer(4)]],
+    constant u32& ray [[buffer(5)]],
+    constant u32& absGrad [[buffer(6)]],
+    device float* gColor [[buffer(7)]],
+    device float* gOpacity [[buffer(8)]],
+    device float* gMean2d [[buffer(9)]],
+    device float* gConic [[buffer(10)]],
+    device float* gRayU [[buffer(11)]],
+    device float* gRayA [[buffer(12)]],
+    device float* gMean2dAbs [[buffer(13)]],
+    device u32* vis [[buffer(14)]],
+    device u32* readout [[buffer(15)]],
+    uint rlx_tid [[thread_position_in_threadgroup]],
+    uint rlx_bid [[threadgroup_position_in_grid]],
+    uint rlx_bdim [[threads_per_threadgroup]],
+    uint rlx_nblocks [[threadgroups_per_grid]],
+    uint rlx_lane [[thread_index_in_simdgroup]],
+    uint rlx_warp [[simdgroup_index_in_threadgroup]])
+{
+    const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
+    const scatter_grads_args a = {grecs, valid, flags, n, count, ray, absGrad, gColor, gOpacity, gMean2d, gConic, gRayU, gRayA, gMean2dAbs, vis, readout};
+    scatter_grads_body(th, a);
+}
+
 #elif defined(RLX_BACKEND_EMU)
 
 extern "C" void emu_launch_pack_flags(const u32* dims, void** args)
@@ -179,6 +279,22 @@ extern "C" void emu_launch_unpack(const u32* dims, void** args)
     const unpack_args a = {*(const GPTR u32* const*)args[0], *(u32 const*)args[1], *(u32 const*)args[2], *(GPTR u32* const*)args[3], *(GPTR float* const*)args[4], *(GPTR float* const*)args[5], *(GPTR float* const*)args[6], *(GPTR float* const*)args[7], *(GPTR float* const*)args[8], *(GPTR float* const*)args[9], *(GPTR float* const*)args[10], *(GPTR float* const*)args[11], *(GPTR float* const*)args[12], *(GPTR float* const*)args[13], *(GPTR i32* const*)args[14], *(GPTR float* const*)args[15], *(GPTR u32* const*)args[16]};
     emu::launch_body(dims, [&](Thr th) {
         unpack_body(th, a);
+    });
+}
+
+extern "C" void emu_launch_pack_grads(const u32* dims, void** args)
+{
+    const pack_grads_args a = {*(u32 const*)args[0], *(u32 const*)args[1], *(u32 const*)args[2], *(const GPTR float* const*)args[3], *(const GPTR float* const*)args[4], *(const GPTR float* const*)args[5], *(const GPTR float* const*)args[6], *(const GPTR float* const*)args[7], *(const GPTR float* const*)args[8], *(const GPTR float* const*)args[9], *(GPTR float* const*)args[10]};
+    emu::launch_body(dims, [&](Thr th) {
+        pack_grads_body(th, a);
+    });
+}
+
+extern "C" void emu_launch_scatter_grads(const u32* dims, void** args)
+{
+    const scatter_grads_args a = {*(const GPTR float* const*)args[0], *(const GPTR u32* const*)args[1], *(const GPTR u32* const*)args[2], *(u32 const*)args[3], *(u32 const*)args[4], *(u32 const*)args[5], *(u32 const*)args[6], *(GPTR float* const*)args[7], *(GPTR float* const*)args[8], *(GPTR float* const*)args[9], *(GPTR float* const*)args[10], *(GPTR float* const*)args[11], *(GPTR float* const*)args[12], *(GPTR float* const*)args[13], *(GPTR u32* const*)args[14], *(GPTR u32* const*)args[15]};
+    emu::launch_body(dims, [&](Thr th) {
+        scatter_grads_body(th, a);
     });
 }
 

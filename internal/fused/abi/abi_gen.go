@@ -78,6 +78,26 @@ const (
 	RecRayHalf = 28
 	// RecRayWords is REC_RAY_WORDS: words of a ray record.
 	RecRayWords = 31
+	// GradRecColor is GREC_COLOR: gradient record words 0–2: dL/d colour.
+	GradRecColor = 0
+	// GradRecOpacity is GREC_OPACITY: gradient record word: dL/d effective opacity.
+	GradRecOpacity = 3
+	// GradRecMean2D is GREC_MEAN2D: EWA gradient record words 4, 5: dL/d projected centre.
+	GradRecMean2D = 4
+	// GradRecConic is GREC_CONIC: EWA gradient record words 6–8: dL/d conic.
+	GradRecConic = 6
+	// GradRecEWAWords is GREC_EWA_WORDS: words of an EWA gradient record.
+	GradRecEWAWords = 9
+	// GradRecMean2DAbs is GREC_MEAN2D_ABS: EWA gradient record words 9, 10 with absGrad: the pixels' contributions to dL/d projected centre summed by magnitude (AbsGS's statistic).
+	GradRecMean2DAbs = 9
+	// GradRecEWAAbsWords is GREC_EWA_ABS_WORDS: words of an EWA gradient record with absGrad.
+	GradRecEWAAbsWords = 11
+	// GradRecRayU is GREC_RAY_U: ray gradient record words 4–6: dL/du.
+	GradRecRayU = 4
+	// GradRecRayA is GREC_RAY_A: ray gradient record words 7–15: dL/dA, row-major.
+	GradRecRayA = 7
+	// GradRecRayWords is GREC_RAY_WORDS: words of a ray gradient record.
+	GradRecRayWords = 16
 )
 
 // Block sizes of the kernels written for exactly one (their launch methods refuse others).
@@ -773,6 +793,41 @@ type UnpackArgs struct {
 	Readout     Buf // written: u32
 }
 
+// PackGradsArgs are the parameters of pack_grads (shaders/shard.cu), in the kernel's order.
+type PackGradsArgs struct {
+	Count      uint32
+	Ray        uint32
+	AbsGrad    uint32
+	GColor     Buf // read: f32
+	GOpacity   Buf // read: f32
+	GMean2d    Buf // read: f32
+	GConic     Buf // read: f32
+	GRayU      Buf // read: f32
+	GRayA      Buf // read: f32
+	GMean2dAbs Buf // read: f32
+	Grecs      Buf // written: f32
+}
+
+// ScatterGradsArgs are the parameters of scatter_grads (shaders/shard.cu), in the kernel's order.
+type ScatterGradsArgs struct {
+	Grecs      Buf // read: f32
+	Valid      Buf // read: u32
+	Flags      Buf // read: u32
+	N          uint32
+	Count      uint32
+	Ray        uint32
+	AbsGrad    uint32
+	GColor     Buf // written: f32
+	GOpacity   Buf // written: f32
+	GMean2d    Buf // written: f32
+	GConic     Buf // written: f32
+	GRayU      Buf // written: f32
+	GRayA      Buf // written: f32
+	GMean2dAbs Buf // written: f32
+	Vis        Buf // written: u32
+	Readout    Buf // written: u32
+}
+
 // CeilingCopyArgs are the parameters of ceiling_copy (shaders/ceiling.cu), in the kernel's order.
 type CeilingCopyArgs struct {
 	Src Buf // read: f32
@@ -827,6 +882,8 @@ type EngineKernels struct {
 	packFlags       gpu.Kernel
 	packVisible     gpu.Kernel
 	unpack          gpu.Kernel
+	packGrads       gpu.Kernel
+	scatterGrads    gpu.Kernel
 }
 
 // LoadEngineKernels compiles the units (from the disk cache, the runtime compiler or the embedded
@@ -846,7 +903,7 @@ func LoadEngineKernels(dev gpu.Device) (*EngineKernels, error) {
 		{"adam.cu", []entry{{"adam_step", &k.adamStep}, {"opacity_reset", &k.opacityReset}}},
 		{"edit.cu", []entry{{"gather_rows", &k.gatherRows}, {"scatter_shapes", &k.scatterShapes}, {"zero_rows", &k.zeroRows}}},
 		{"mcmc.cu", []entry{{"mcmc_noise", &k.mcmcNoise}}},
-		{"shard.cu", []entry{{"pack_flags", &k.packFlags}, {"pack_visible", &k.packVisible}, {"unpack", &k.unpack}}},
+		{"shard.cu", []entry{{"pack_flags", &k.packFlags}, {"pack_visible", &k.packVisible}, {"unpack", &k.unpack}, {"pack_grads", &k.packGrads}, {"scatter_grads", &k.scatterGrads}}},
 	}
 	mods, err := loadUnits(dev, units)
 	if err != nil {
@@ -1422,6 +1479,45 @@ func (k *EngineKernels) Unpack(grid, block gpu.Dim3, a UnpackArgs) error {
 	return l.run(k.dev, k.unpack)
 }
 
+// PackGrads launches pack_grads (shaders/shard.cu) on a grid of grid blocks of block threads.
+func (k *EngineKernels) PackGrads(grid, block gpu.Dim3, a PackGradsArgs) error {
+	l := newLaunch("pack_grads", grid, block, 0, 0, 11)
+	l.u32(a.Count)
+	l.u32(a.Ray)
+	l.u32(a.AbsGrad)
+	l.buf("gColor", a.GColor, 4)
+	l.buf("gOpacity", a.GOpacity, 4)
+	l.buf("gMean2d", a.GMean2d, 4)
+	l.buf("gConic", a.GConic, 4)
+	l.buf("gRayU", a.GRayU, 4)
+	l.buf("gRayA", a.GRayA, 4)
+	l.buf("gMean2dAbs", a.GMean2dAbs, 4)
+	l.buf("grecs", a.Grecs, 4)
+	return l.run(k.dev, k.packGrads)
+}
+
+// ScatterGrads launches scatter_grads (shaders/shard.cu) on a grid of grid blocks of block threads.
+func (k *EngineKernels) ScatterGrads(grid, block gpu.Dim3, a ScatterGradsArgs) error {
+	l := newLaunch("scatter_grads", grid, block, 0, 0, 16)
+	l.buf("grecs", a.Grecs, 4)
+	l.buf("valid", a.Valid, 4)
+	l.buf("flags", a.Flags, 4)
+	l.u32(a.N)
+	l.u32(a.Count)
+	l.u32(a.Ray)
+	l.u32(a.AbsGrad)
+	l.buf("gColor", a.GColor, 4)
+	l.buf("gOpacity", a.GOpacity, 4)
+	l.buf("gMean2d", a.GMean2d, 4)
+	l.buf("gConic", a.GConic, 4)
+	l.buf("gRayU", a.GRayU, 4)
+	l.buf("gRayA", a.GRayA, 4)
+	l.buf("gMean2dAbs", a.GMean2dAbs, 4)
+	l.buf("vis", a.Vis, 4)
+	l.buf("readout", a.Readout, 4)
+	return l.run(k.dev, k.scatterGrads)
+}
+
 // CeilingKernels are the entry points of the Ceiling units, loaded together; each method launches one.
 type CeilingKernels struct {
 	dev         gpu.Device
@@ -1508,6 +1604,8 @@ var Kernels = []KernelInfo{
 	{Name: "pack_flags", Unit: "shard.cu", Params: 3, InlineBytes: 20, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "pack_visible", Unit: "shard.cu", Params: 18, InlineBytes: 132, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "unpack", Unit: "shard.cu", Params: 17, InlineBytes: 128, SharedBytes: 0, Block: 0, MaxThreads: 0},
+	{Name: "pack_grads", Unit: "shard.cu", Params: 11, InlineBytes: 76, SharedBytes: 0, Block: 0, MaxThreads: 0},
+	{Name: "scatter_grads", Unit: "shard.cu", Params: 16, InlineBytes: 112, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "ceiling_copy", Unit: "ceiling.cu", Params: 3, InlineBytes: 20, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "ceiling_fma", Unit: "ceiling.cu", Params: 4, InlineBytes: 20, SharedBytes: 0, Block: 0, MaxThreads: 0},
 }

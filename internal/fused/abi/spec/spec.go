@@ -190,6 +190,20 @@ var Consts = []Const{
 	{"REC_RAY_A", "RecRayA", 19, true, "ray record words 19–27: A, row-major (f32 bits)"},
 	{"REC_RAY_HALF", "RecRayHalf", 28, true, "ray record words 28–30: the half-plane of rays whose closest approach is behind the camera (f32 bits)"},
 	{"REC_RAY_WORDS", "RecRayWords", 31, true, "words of a ray record"},
+	// A gradient record (shard.cu) is the loss gradient of one record's prepared data, as the
+	// renderer sends it back to the record's owner in the records' order (no id travels back):
+	// floats, in raster_bwd's value order (grad_ptr). Both models share words 0–3; EWA then
+	// has mean2d, conic and, with absGrad, mean2d's absolute sums, the ray model u and A.
+	{"GREC_COLOR", "GradRecColor", 0, true, "gradient record words 0–2: dL/d colour"},
+	{"GREC_OPACITY", "GradRecOpacity", 3, true, "gradient record word: dL/d effective opacity"},
+	{"GREC_MEAN2D", "GradRecMean2D", 4, true, "EWA gradient record words 4, 5: dL/d projected centre"},
+	{"GREC_CONIC", "GradRecConic", 6, true, "EWA gradient record words 6–8: dL/d conic"},
+	{"GREC_EWA_WORDS", "GradRecEWAWords", 9, true, "words of an EWA gradient record"},
+	{"GREC_MEAN2D_ABS", "GradRecMean2DAbs", 9, true, "EWA gradient record words 9, 10 with absGrad: the pixels' contributions to dL/d projected centre summed by magnitude (AbsGS's statistic)"},
+	{"GREC_EWA_ABS_WORDS", "GradRecEWAAbsWords", 11, true, "words of an EWA gradient record with absGrad"},
+	{"GREC_RAY_U", "GradRecRayU", 4, true, "ray gradient record words 4–6: dL/du"},
+	{"GREC_RAY_A", "GradRecRayA", 7, true, "ray gradient record words 7–15: dL/dA, row-major"},
+	{"GREC_RAY_WORDS", "GradRecRayWords", 16, true, "words of a ray gradient record"},
 }
 
 // Sizes the shared variables below are declared with.
@@ -325,6 +339,13 @@ var Units = []Unit{
 			out("opacity", F32), out("color", F32), out("mean2d", F32), out("conic", F32), out("rayU", F32), out("rayA", F32),
 			out("rayHalf", F32), out("boundCenter", F32), out("boundQ", F32), out("rect", I32), out("radius", F32),
 			out("readout", U32)}},
+		{Name: "pack_grads", Params: []Param{sc("count", U32), sc("ray", U32), sc("absGrad", U32), in("gColor", F32),
+			in("gOpacity", F32), in("gMean2d", F32), in("gConic", F32), in("gRayU", F32), in("gRayA", F32),
+			in("gMean2dAbs", F32), out("grecs", F32)}},
+		{Name: "scatter_grads", Params: []Param{in("grecs", F32), in("valid", U32), in("flags", U32), sc("n", U32),
+			sc("count", U32), sc("ray", U32), sc("absGrad", U32), out("gColor", F32), out("gOpacity", F32),
+			out("gMean2d", F32), out("gConic", F32), out("gRayU", F32), out("gRayA", F32), out("gMean2dAbs", F32),
+			out("vis", U32), out("readout", U32)}},
 	}},
 	{Name: "ceiling", Set: "Ceiling", Kernels: []Kernel{
 		{Name: "ceiling_copy", Params: []Param{in("src", F32), out("dst", F32), sc("n", U32)}},
