@@ -8,6 +8,9 @@
 // The reduction is NCCL's all-reduce on each device's own stream (NCCLReducer), or, where NCCL
 // is missing or the devices are not CUDA ones, a sum through the host (HostReducer: slow, and
 // what the tests run on the emulator).
+//
+// Sharded is the other mode, Gaussian sharding: each rank owns a share of the splats and the
+// ranks exchange the records of those in view (Exchanger; docs/sharding.md).
 package multi
 
 import (
