@@ -221,7 +221,7 @@ func checkShardedStep(t *testing.T, dev gpu.Device, exact bool, c shardStepCase,
 func (r *shardRig) newOwners() [2]*Engine {
 	var owners [2]*Engine
 	for o, rg := range r.ranges {
-		owners[o] = newEngine(r.t, r.dev, r.set, splatRange(r.g, rg[0], rg[1]))
+		owners[o] = newEngine(r.t, r.dev, r.set, r.g.Range(rg[0], rg[1]))
 	}
 	return owners
 }
@@ -394,12 +394,12 @@ func compareShards(want shardState, got [2]shardState, ranges [2][2]int, m shard
 		if g.adamStep != w.adamStep {
 			say("Adam step %d, one engine %d", g.adamStep, w.adamStep)
 		}
-		for _, grp := range groups(g.grads, splatRange(w.grads, lo, hi)) {
+		for _, grp := range groups(g.grads, w.grads.Range(lo, hi)) {
 			if rel, cos := check.RelErr(grp.got, grp.want), check.Cosine(grp.got, grp.want); !(rel <= TolGrad && cos >= TolCosine) {
 				say("d %s: relative L2 %.3g, cosine %.8f from one engine's", grp.name, rel, cos)
 			}
 		}
-		if rel := check.RelErr(pack(g.params), pack(splatRange(w.params, lo, hi))); !(rel <= shardParamTol) {
+		if rel := check.RelErr(pack(g.params), pack(w.params.Range(lo, hi))); !(rel <= shardParamTol) {
 			say("parameters: relative L2 %.3g from one engine's", rel)
 		}
 		count := 0
@@ -428,8 +428,8 @@ func compareShards(want shardState, got [2]shardState, ranges [2][2]int, m shard
 			name      string
 			got, want []float32
 		}{
-			{"parameter gradients", pack(g.grads), pack(splatRange(w.grads, lo, hi))},
-			{"parameters", pack(g.params), pack(splatRange(w.params, lo, hi))},
+			{"parameter gradients", pack(g.grads), pack(w.grads.Range(lo, hi))},
+			{"parameters", pack(g.params), pack(w.params.Range(lo, hi))},
 			{"statistics' gradient sums", g.stats.GradAccum, w.stats.GradAccum[lo:hi]},
 		} {
 			if d := countDiff(x.got, x.want); d > 0 {
@@ -446,7 +446,7 @@ func logShards(t *testing.T, step int, want shardState, got [2]shardState, range
 	worstGrad, worstParam := 0.0, 0.0
 	gradBits, paramBits, values := 0, 0, 0
 	for o, rg := range ranges {
-		wg, wp := splatRange(want.grads, rg[0], rg[1]), splatRange(want.params, rg[0], rg[1])
+		wg, wp := want.grads.Range(rg[0], rg[1]), want.params.Range(rg[0], rg[1])
 		for _, grp := range groups(got[o].grads, wg) {
 			worstGrad = max(worstGrad, check.RelErr(grp.got, grp.want))
 		}

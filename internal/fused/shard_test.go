@@ -110,7 +110,7 @@ func checkShardedRender(t *testing.T, dev gpu.Device, c shardCase, n, w, h int) 
 	var parts [2][]uint32
 	var owners [2]*Engine
 	for o, r := range [2][2]int{{0, split}, {split, n}} {
-		owners[o] = newEngine(t, dev, set, splatRange(g, r[0], r[1]))
+		owners[o] = newEngine(t, dev, set, g.Range(r[0], r[1]))
 		buf, count, err := owners[o].PackVisible(&cam, c.sh, uint32(r[0]))
 		if err != nil {
 			t.Fatal(err)
@@ -217,16 +217,6 @@ func newEngine(t *testing.T, dev gpu.Device, set engine.Settings, g *splat.Gauss
 	}
 	t.Cleanup(func() { e.Close() })
 	return e
-}
-
-// splatRange copies splats [lo, hi) of g.
-func splatRange(g *splat.Gaussians, lo, hi int) *splat.Gaussians {
-	out := splat.New(hi - lo)
-	src := g.Fields()
-	for j, f := range out.Fields() {
-		copy(f.Data, src[j].Data[lo*f.Width:hi*f.Width])
-	}
-	return out
 }
 
 // firstBitDiff is the first index where a and b differ in bits (or length), or −1.

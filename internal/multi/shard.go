@@ -69,7 +69,7 @@ func NewSharded(devs []gpu.Device, x Exchanger, set engine.Settings, g *splat.Ga
 		rk := &shardRank{dev: devs[r], lo: sh[0], hi: sh[1]}
 		s.ranks = append(s.ranks, rk)
 		var err error
-		if rk.eng, err = fused.New(rk.dev, set, splatRange(g, rk.lo, rk.hi), opts...); err != nil {
+		if rk.eng, err = fused.New(rk.dev, set, g.Range(rk.lo, rk.hi), opts...); err != nil {
 			return fail(fmt.Errorf("multi: sharded: rank %d (splats [%d, %d)): %w", r, rk.lo, rk.hi, err))
 		}
 		if rk.none, err = rk.dev.Alloc(16); err != nil {
@@ -382,14 +382,4 @@ func (s *Sharded) closeOwned(devs []gpu.Device) error {
 	}
 	s.x, s.owned = nil, false
 	return errors.Join(errs...)
-}
-
-// splatRange copies splats [lo, hi) of g.
-func splatRange(g *splat.Gaussians, lo, hi int) *splat.Gaussians {
-	out := splat.New(hi - lo)
-	src := g.Fields()
-	for j, f := range out.Fields() {
-		copy(f.Data, src[j].Data[lo*f.Width:hi*f.Width])
-	}
-	return out
 }

@@ -217,7 +217,7 @@ func compareBits(want, got shardedRun, ranges [][2]int) []string {
 		}
 		for r, rg := range ranges {
 			lo, hi := rg[0], rg[1]
-			gp, wp := packed(splatRange(got.params[k], lo, hi)), packed(splatRange(want.params[k], lo, hi))
+			gp, wp := packed(got.params[k].Range(lo, hi)), packed(want.params[k].Range(lo, hi))
 			if d := bits(gp, wp); d > 0 {
 				say("rank %d (splats [%d, %d)): %d of %d parameters differ, relative L2 %.3g", r, lo, hi, d, len(wp), check.RelErr(gp, wp))
 			}

@@ -107,6 +107,17 @@ func (g *GaussiansOf[F]) Clone() *GaussiansOf[F] {
 	return c
 }
 
+// Range returns a copy of splats [lo, hi) (0 ≤ lo ≤ hi ≤ Len): a share of the scene, as
+// Gaussian sharding gives each rank its contiguous range.
+func (g *GaussiansOf[F]) Range(lo, hi int) *GaussiansOf[F] {
+	out := NewOf[F](hi - lo)
+	src := g.Fields()
+	for j, f := range out.Fields() {
+		copy(f.Data, src[j].Data[lo*f.Width:hi*f.Width])
+	}
+	return out
+}
+
 // SHC0 is the degree-0 real SH basis constant; rgb = 0.5 + SHC0·dc for a
 // splat with only a DC term (INRIA's RGB2SH/SH2RGB).
 const SHC0 = 0.28209479177387814

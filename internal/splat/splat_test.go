@@ -99,3 +99,26 @@ func TestSHBasisGrad(t *testing.T) {
 		}
 	}
 }
+
+// Range copies a share of the splats, every field's rows from lo to hi and nothing else.
+func TestRange(t *testing.T) {
+	g := New(5)
+	for _, f := range g.Fields() {
+		for i := range f.Data {
+			f.Data[i] = float32(i/f.Width*100 + i%f.Width)
+		}
+	}
+	for _, c := range []struct{ lo, hi int }{{0, 5}, {1, 3}, {4, 5}, {2, 2}} {
+		r := g.Range(c.lo, c.hi)
+		if r.Len() != c.hi-c.lo {
+			t.Fatalf("Range(%d, %d): %d splats", c.lo, c.hi, r.Len())
+		}
+		for j, f := range r.Fields() {
+			for i, v := range f.Data {
+				if want := float32((c.lo+i/f.Width)*100 + i%f.Width); v != want {
+					t.Fatalf("Range(%d, %d): %s[%d] = %v, want %v", c.lo, c.hi, g.Fields()[j].Name, i, v, want)
+				}
+			}
+		}
+	}
+}
