@@ -850,7 +850,7 @@ func (e *Engine) poison() error {
 		}
 	}
 	e.raysFor = nil
-	e.packed = nil
+	e.packed, e.summed = nil, nil
 	return nil
 }
 

@@ -32,7 +32,8 @@
 // image one engine holding the whole scene renders. For a training step,
 // RenderRecordsBackward adds the loss and raster_bwd and packs the records' prepared-data
 // gradients back in record order, and StepFromGradients scatters an owner's share to its
-// splats and runs project_bwd and Adam, as Step does after its own raster_bwd.
+// splats and runs project_bwd and Adam, as Step does after its own raster_bwd: for a batch of
+// views, BackwardFromGradients sums each view's and UpdateFromGradients runs Adam once.
 //
 // The CUDA and Metal backends (internal/gpu) run the same kernel bodies, each through its
 // prelude.

@@ -82,7 +82,12 @@ type Engine struct {
 	// left (valid, radius, the scanned flags) and the splats are still those it packed; nil
 	// once anything else projects, reallocates them or changes the splats. StepFromGradients
 	// maps a view's gradients back through it.
-	packed   *packedView
+	packed *packedView
+	// summed is the views whose gradients BackwardFromGradients has summed in grads (and seen)
+	// since the last update, for UpdateFromGradients; nil when none, or once a step, an edit,
+	// a relocation, a state upload or an opacity reset has overwritten grads or changed the
+	// splats.
+	summed   *gradSum
 	adamStep int64
 	// shUsed is the highest SH degree a step has used since the moments were last set from
 	// outside (an uploaded state counts as degree 3): adam_step leaves the SH floats above it
@@ -564,7 +569,7 @@ func (e *Engine) or(b gpu.Buffer) gpu.Buffer {
 // upload replaces the scene: parameters g, moments m and v (nil: zero), the Adam step and the
 // statistics (nil: zero).
 func (e *Engine) upload(g, m, v *splat.Gaussians, step int64, st *engine.Stats) error {
-	e.packed = nil
+	e.packed, e.summed = nil, nil
 	n := g.Len()
 	if err := e.growSplats(n); err != nil {
 		return err
@@ -766,7 +771,7 @@ func (e *Engine) Apply(ed engine.Edit) error {
 // reallocated at the new capacity before each gather, so at most one extra buffer is held at a
 // time. The other per-splat buffers are grown as scratch; e.n is left to the caller.
 func (e *Engine) gatherRows(oldN, newN, fresh int, what string) error {
-	e.packed = nil
+	e.packed, e.summed = nil, nil
 	need := newN * paramFloats * 4
 	if newN > e.capN {
 		need = (newN + newN/4) * paramFloats * 4
@@ -792,6 +797,7 @@ func (e *Engine) gatherRows(oldN, newN, fresh int, what string) error {
 }
 
 func (e *Engine) splitChildren(ed engine.Edit) (means, logScales []float32, err error) {
+	e.summed = nil // the parents' rows are gathered into grads
 	k := len(ed.Split)
 	if err := e.ensure(&e.editSrc, max(k, e.n)*4); err != nil {
 		return nil, nil, fmt.Errorf("fused: edit: %w", err)
@@ -832,7 +838,7 @@ func (e *Engine) ResetOpacity(maxOpacity float32) error {
 	if !(maxOpacity > 0 && maxOpacity < 1) {
 		return fmt.Errorf("fused: opacity reset value %v outside (0,1)", maxOpacity)
 	}
-	e.packed = nil
+	e.packed, e.summed = nil, nil
 	n := e.n
 	if err := e.k.OpacityReset(gpu.BlocksFor(uint32(n), 256), gpu.Dim3{256}, abi.OpacityResetArgs{
 		Params: abi.B(e.params), N: uint32(n), MaxLogit: splat.Logit(maxOpacity)}); err != nil {

@@ -221,65 +221,137 @@ func (e *Engine) RenderRecordsBackward(v *engine.View, recs gpu.Buffer, count in
 	return e.gradRecs, res, nil
 }
 
-// StepFromGradients is an owner's share of a sharded training step, after its PackVisible for
-// the view: grads holds the gradients of the count records that PackVisible packed, as
-// RenderRecordsBackward packs them (GradRecordWords floats each, in the records' order; a
-// buffer on the engine's device). They go to the splats the records came from
-// (scatter_grads), and project_bwd and Adam run on them as Step runs them after its own
-// raster_bwd: the parameter gradients, the densification statistics when o.AccumulateStats,
-// and the update, Adam's step count one further. The gradients are mapped back through the
-// projection PackVisible left, so PackVisible(cam, o.SHDegree, …) must be the engine's last
-// projection, with the splats unchanged since: a render, step, edit, state upload or opacity
-// reset in between, another camera or SH degree, or a count other than the records packed is
-// refused (pack again). One PackVisible serves one StepFromGradients: the update changes the
-// splats. o's background and image go unused (the renderer drew the view, and its
-// RenderRecordsBackward reports the loss, which is NaN here); the result's Visible is count
-// and NonFinite Adam's dropped elements, and no stage is timed. MCMC's regularisers and noise
-// are refused: they need the whole scene's count and global ids.
+// gradSum is what an owner's grads hold between its backwards from gradients and its update:
+// the sum of views views' gradients, of SH degree shDegree (Engine.summed).
+type gradSum struct {
+	views    int
+	shDegree int
+}
+
+// StepFromGradients is an owner's share of a sharded training step of one view, after its
+// PackVisible for the view: BackwardFromGradients, then UpdateFromGradients. grads holds the
+// gradients of the count records that PackVisible packed, as RenderRecordsBackward packs them
+// (GradRecordWords floats each, in the records' order; a buffer on the engine's device). They go
+// to the splats the records came from (scatter_grads), and project_bwd and Adam run on them as
+// Step runs them after its own raster_bwd: the parameter gradients, the densification
+// statistics when o.AccumulateStats, and the update, Adam's step count one further. The
+// refusals are BackwardFromGradients' and UpdateFromGradients'. o's background and image go
+// unused (the renderer drew the view, and its RenderRecordsBackward reports the loss, which is
+// NaN here); the result's Visible is count and NonFinite Adam's dropped elements, and no stage
+// is timed.
 func (e *Engine) StepFromGradients(cam *camera.Camera, grads gpu.Buffer, count int, o engine.StepOptions) (engine.StepResult, error) {
-	const what = "step from gradients"
-	if err := e.idle(what); err != nil {
+	if err := e.BackwardFromGradients(cam, grads, count, o, false); err != nil {
 		return engine.StepResult{}, err
 	}
+	res, err := e.UpdateFromGradients(o)
+	res.Visible = count
+	return res, err
+}
+
+// BackwardFromGradients is an owner's backward of one view of a sharded step, after its
+// PackVisible for the view: grads holds the gradients of the count records that PackVisible
+// packed (as StepFromGradients takes them). They go to the splats the records came from
+// (scatter_grads) and project_bwd maps them to the parameter gradients, as a step's view does
+// after its raster_bwd: with later, added to the gradients of the batch's earlier views since
+// the last update (a batch's view j > 0, as StepBatch sums them), without, replacing them (the
+// batch's first view). The densification statistics accumulate per view when
+// o.AccumulateStats. UpdateFromGradients then takes the sum once. The gradients are mapped
+// back through the projection PackVisible left, so PackVisible(cam, o.SHDegree, …) must be the
+// engine's last projection, with the splats unchanged since: a render, step, edit, state
+// upload or opacity reset in between, another camera or SH degree, or a count other than the
+// records packed is refused (pack again). One PackVisible serves one backward: another would
+// sum the same view twice. A later view is refused when no earlier view's gradients are summed
+// (or a step, edit, state upload or opacity reset overwrote them) or its SH degree is not
+// theirs. MCMC's regularisers and noise are refused: they need the whole scene's count and
+// global ids. Nothing is read back.
+func (e *Engine) BackwardFromGradients(cam *camera.Camera, grads gpu.Buffer, count int, o engine.StepOptions, later bool) error {
+	const what = "backward from gradients"
+	if err := e.idle(what); err != nil {
+		return err
+	}
 	if err := e.checkView(cam, o.SHDegree); err != nil {
-		return engine.StepResult{}, err
+		return err
+	}
+	if err := e.checkShardStep(what, o); err != nil {
+		return err
 	}
 	words := e.gradWords()
 	pk := e.packed
 	switch {
-	case e.reduce != nil:
-		return engine.StepResult{}, fmt.Errorf("fused: %s: the engine takes data-parallel steps (SetReduce)", what)
-	case o.MCMC != engine.MCMCStep{}:
-		return engine.StepResult{}, fmt.Errorf("fused: %s: MCMC's regularisers and noise need the whole scene's splat count and global ids", what)
 	case pk == nil:
-		return engine.StepResult{}, fmt.Errorf("fused: %s: no PackVisible since the engine last projected, reallocated or changed its splats: pack the view first", what)
+		return fmt.Errorf("fused: %s: no PackVisible since the engine last projected, reallocated or changed its splats: pack the view first", what)
 	case !identicalCamera(&pk.cam, cam):
-		return engine.StepResult{}, fmt.Errorf("fused: %s: the last PackVisible was for another camera", what)
+		return fmt.Errorf("fused: %s: the last PackVisible was for another camera", what)
 	case pk.shDegree != o.SHDegree:
-		return engine.StepResult{}, fmt.Errorf("fused: %s: the last PackVisible was for SH degree %d, the step's is %d", what, pk.shDegree, o.SHDegree)
+		return fmt.Errorf("fused: %s: the last PackVisible was for SH degree %d, the step's is %d", what, pk.shDegree, o.SHDegree)
 	case count != pk.count:
-		return engine.StepResult{}, fmt.Errorf("fused: %s: gradients of %d records, PackVisible packed %d", what, count, pk.count)
+		return fmt.Errorf("fused: %s: gradients of %d records, PackVisible packed %d", what, count, pk.count)
 	case count > 0 && grads == nil:
-		return engine.StepResult{}, fmt.Errorf("fused: %s: %d records and no buffer", what, count)
+		return fmt.Errorf("fused: %s: %d records and no buffer", what, count)
 	case count > 0 && grads.Size() < count*words*4:
-		return engine.StepResult{}, fmt.Errorf("fused: %s: %d gradient records of %d floats, the buffer holds %d bytes", what, count, words, grads.Size())
+		return fmt.Errorf("fused: %s: %d gradient records of %d floats, the buffer holds %d bytes", what, count, words, grads.Size())
+	case later && e.summed == nil:
+		return fmt.Errorf("fused: %s: a later view of a batch, and no earlier view's gradients to add to since the last update", what)
+	case later && e.summed.shDegree != o.SHDegree:
+		return fmt.Errorf("fused: %s: a later view of SH degree %d, the batch's earlier views' is %d", what, o.SHDegree, e.summed.shDegree)
 	}
-	t := e.adamStep + 1
-	e.shUsed = max(e.shUsed, o.SHDegree)
-	ap, err := adamArgs(e.set.Adam, o.LR, t, e.n, o.MCMC, 1, e.shUsed)
-	if err != nil {
-		return engine.StepResult{}, err
-	}
-	e.packed = nil // the update changes the splats the projection was of
+	prev := e.summed
+	e.packed = nil // one backward per projection: a second would sum the view twice
+	e.summed = nil // until project_bwd is queued, grads hold no whole sum
 	e.useView(0, 0, nil)
 	e.timed = false
 	if err := e.dev.Memset(e.ro.B, e.ro.Off, roWords*4, 0); err != nil {
-		return engine.StepResult{}, fmt.Errorf("fused: %s: %w", what, err)
+		return fmt.Errorf("fused: %s: %w", what, err)
 	}
 	if err := e.scatterGrads(grads, count); err != nil {
-		return engine.StepResult{}, fmt.Errorf("fused: %s: %w", what, err)
+		return fmt.Errorf("fused: %s: %w", what, err)
 	}
-	if err := e.projectBwd(cam, o.SHDegree, o.AccumulateStats, false); err != nil {
+	if err := e.projectBwd(cam, o.SHDegree, o.AccumulateStats, later); err != nil {
+		return fmt.Errorf("fused: %s: %w", what, err)
+	}
+	views := 1
+	if later {
+		views = prev.views + 1
+	}
+	e.summed = &gradSum{views: views, shDegree: o.SHDegree}
+	return nil
+}
+
+// UpdateFromGradients is an owner's update of a sharded step, after the BackwardFromGradients
+// of each of the batch's views: Adam runs once on the summed gradients with the batch's
+// settings, as StepBatch's update does (the factor engine.BatchScale of the views summed, the
+// moments and bias corrections of Adam's next step, the splats some view saw), and Adam's step
+// count moves one further. o must be the backwards' options (its SH degree is checked); its
+// learning rates are the step's. Without summed gradients (none since the last update, or a
+// step, edit, state upload or opacity reset since) it is refused. The result's NonFinite is
+// Adam's dropped elements and the loss NaN (the renderers report it); nothing is timed.
+func (e *Engine) UpdateFromGradients(o engine.StepOptions) (engine.StepResult, error) {
+	const what = "update from gradients"
+	if err := e.idle(what); err != nil {
+		return engine.StepResult{}, err
+	}
+	if err := e.checkShardStep(what, o); err != nil {
+		return engine.StepResult{}, err
+	}
+	sum := e.summed
+	switch {
+	case sum == nil:
+		return engine.StepResult{}, fmt.Errorf("fused: %s: no gradients summed since the last update (BackwardFromGradients first)", what)
+	case sum.shDegree != o.SHDegree:
+		return engine.StepResult{}, fmt.Errorf("fused: %s: SH degree %d, the gradients' is %d", what, o.SHDegree, sum.shDegree)
+	}
+	t := e.adamStep + 1
+	shUsed := max(e.shUsed, o.SHDegree)
+	ap, err := adamArgs(e.set.Adam, o.LR, t, e.n, o.MCMC, sum.views, shUsed)
+	if err != nil {
+		return engine.StepResult{}, err
+	}
+	e.shUsed = shUsed
+	e.packed = nil // the update changes the splats the projection was of
+	e.summed = nil
+	e.useView(0, 0, nil)
+	e.timed = false
+	if err := e.dev.Memset(e.ro.B, e.ro.Off, roWords*4, 0); err != nil {
 		return engine.StepResult{}, fmt.Errorf("fused: %s: %w", what, err)
 	}
 	if !e.gradsOnly {
@@ -295,7 +367,23 @@ func (e *Engine) StepFromGradients(cam *camera.Camera, grads gpu.Buffer, count i
 		e.adamStep = t
 	}
 	nan := math.NaN()
-	return engine.StepResult{Loss: nan, L1: nan, MSE: nan, SSIM: nan, Visible: count, NonFinite: int(ro[roNonFinite])}, nil
+	return engine.StepResult{Loss: nan, L1: nan, MSE: nan, SSIM: nan, NonFinite: int(ro[roNonFinite])}, nil
+}
+
+// checkShardStep refuses an owner's backward or update (what) on an engine taking
+// data-parallel steps, with MCMC, or with learning rates Adam cannot take: checked at the
+// backward too, so that the update a backward leads to does not fail on them.
+func (e *Engine) checkShardStep(what string, o engine.StepOptions) error {
+	switch {
+	case e.reduce != nil:
+		return fmt.Errorf("fused: %s: the engine takes data-parallel steps (SetReduce)", what)
+	case o.MCMC != engine.MCMCStep{}:
+		return fmt.Errorf("fused: %s: MCMC's regularisers and noise need the whole scene's splat count and global ids", what)
+	}
+	if _, err := adamArgs(e.set.Adam, o.LR, e.adamStep+1, e.n, o.MCMC, 1, e.shUsed); err != nil {
+		return fmt.Errorf("fused: %s: %w", what, err)
+	}
+	return nil
 }
 
 // identicalCamera reports whether a and b are the same camera in every parameter, pose and

@@ -1,6 +1,7 @@
 package fused
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -552,6 +553,105 @@ func TestStepFromGradientsOrder(t *testing.T) {
 				}
 			case e.adamStep != step+1:
 				t.Errorf("Adam's step count %d after a backward from %d", e.adamStep, step)
+			}
+		})
+	}
+}
+
+// TestUpdateFromGradientsOrder: an owner's update takes the gradients its backwards summed
+// since the last update, so it must refuse when there are none (none taken, or a step in
+// between overwrote them) or their SH degree is not the update's, and a later view's backward
+// must refuse when there is no earlier view's sum to add to; and take them in order.
+func TestUpdateFromGradientsOrder(t *testing.T) {
+	dev, emu := testDevice(t)
+	n, w, h := 600, 64, 48
+	if emu {
+		n, w, h = 300, 48, 40
+	}
+	g, vs := RandomBatch(51, n, w, h, 2)
+	o := engine.StepOptions{SHDegree: 2, LR: testLR(), AccumulateStats: true}
+	other := o
+	other.SHDegree = 1
+	// backward packs view v for opts and takes zero gradients for it.
+	backward := func(e *Engine, v int, opts engine.StepOptions, later bool) error {
+		cam := &vs[v].Camera
+		if _, _, err := e.PackVisible(cam, opts.SHDegree, 0); err != nil {
+			t.Fatal(err)
+		}
+		buf := upload(t, dev, make([]float32, max(e.packed.count, 1)*e.gradWords()))
+		defer dev.Free(buf)
+		return e.BackwardFromGradients(cam, buf, e.packed.count, opts, later)
+	}
+	for _, c := range []struct {
+		name string
+		// run takes the backwards (and whatever else) before the update; an error there is
+		// the refusal wanted when refuseBackward.
+		run            func(e *Engine) error
+		refuseBackward bool
+		o              engine.StepOptions
+		ok             bool
+	}{
+		{name: "one view", run: func(e *Engine) error { return backward(e, 0, o, false) }, o: o, ok: true},
+		{name: "two views", run: func(e *Engine) error {
+			return errors.Join(backward(e, 0, o, false), backward(e, 1, o, true))
+		}, o: o, ok: true},
+		{name: "nothing summed", run: func(e *Engine) error { return nil }, o: o},
+		{name: "a later view first", run: func(e *Engine) error { return backward(e, 0, o, true) }, refuseBackward: true},
+		{name: "a later view of another SH degree", run: func(e *Engine) error {
+			if err := backward(e, 0, o, false); err != nil {
+				t.Fatal(err)
+			}
+			return backward(e, 1, other, true)
+		}, refuseBackward: true},
+		{name: "another SH degree", run: func(e *Engine) error { return backward(e, 0, o, false) }, o: other},
+		{name: "a step between", run: func(e *Engine) error {
+			if err := backward(e, 0, o, false); err != nil {
+				t.Fatal(err)
+			}
+			_, err := e.Step(vs[1], o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return nil
+		}, o: o},
+		{name: "updated already", run: func(e *Engine) error {
+			if err := backward(e, 0, o, false); err != nil {
+				t.Fatal(err)
+			}
+			_, err := e.UpdateFromGradients(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return nil
+		}, o: o},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEngine(t, dev, engine.DefaultSettings(), g)
+			err := c.run(e)
+			if c.refuseBackward {
+				if err == nil {
+					t.Fatal("the later view's gradients taken")
+				}
+				t.Logf("refused: %v", err)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			step := e.adamStep
+			_, err = e.UpdateFromGradients(c.o)
+			switch {
+			case c.ok && err != nil:
+				t.Fatal(err)
+			case !c.ok && err == nil:
+				t.Fatal("update taken")
+			case !c.ok:
+				t.Logf("refused: %v", err)
+				if e.adamStep != step {
+					t.Errorf("Adam's step count moved from %d to %d on a refused update", step, e.adamStep)
+				}
+			case e.adamStep != step+1:
+				t.Errorf("Adam's step count %d after an update from %d", e.adamStep, step)
 			}
 		})
 	}

@@ -60,6 +60,7 @@ func (e *Engine) stepWork(q, prev *inflight) (*pass, error) {
 		defer func() { e.timed = timed }()
 	}
 	p := &pass{cam: &q.views[len(q.views)-1]}
+	e.summed = nil // the step's project_bwd writes grads and seen over an owner's sums
 	if e.reduce != nil && q.start == 0 {
 		// The ranks sum whole gradient buffers: a splat this rank's views did not see must
 		// hold zeros, not a stale step's gradients.

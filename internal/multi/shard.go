@@ -15,12 +15,14 @@ import (
 // Sharded trains one scene split over several ranks, Gaussian sharding (docs/sharding.md): rank
 // r, a fused engine on its own device, owns the splats of global ids [lo_r, hi_r), contiguous
 // ranges in rank order split as evenly as possible (Shares), with their parameters, moments and
-// statistics. A training step of one view is drawn by one rank, its renderer, from the records
+// statistics. Each view of a training step is drawn by one rank, its renderer, from the records
 // every owner packs of its visible splats, sent through an Exchanger; the renderer's gradients
-// of the records go back to their owners the same way, and each owner updates its own splats.
+// of the records go back to their owners the same way, and each owner sums its splats'
+// gradients over the step's views and updates them once.
 //
-// The step runs in phases, every rank on its own goroutine in each (pack; records to the
-// renderer; the renderer's forward and backward; gradients to the owners; the owners' updates),
+// The step runs in phases, every rank on its own goroutine in each (for each view: pack;
+// records to the renderer; the renderer's forward and backward; gradients to the owners; then
+// the owners' backwards and updates),
 // and the host starts a phase only once every rank has finished the last one without error.
 // In an exchange phase a rank does nothing but call Exchange with counts and buffers the host
 // prepared before the phase began, so every rank reaches every exchange of a phase that
@@ -33,8 +35,8 @@ type Sharded struct {
 	x     Exchanger
 	set   engine.Settings
 	owned bool
-	// next is the rank that renders the next Step's view: Step k of the engine (from 0, failed
-	// ones included) renders on rank k mod Ranks.
+	// next is the rank that renders the next step's first view: the engine's k-th view (from 0,
+	// over its steps' batches, failed steps' included) renders on rank k mod Ranks.
 	next int
 }
 
@@ -44,8 +46,10 @@ type shardRank struct {
 	eng    *fused.Engine
 	dev    gpu.Device
 	lo, hi int
-	// recsIn holds the records a renderer receives; gradsIn an owner's gradient records.
-	recsIn, gradsIn gpu.Buffer
+	// recsIn holds the records a renderer receives; gradsIn[j] an owner's gradient records of
+	// a step's view j, kept until the owner's backwards after the step's last view.
+	recsIn  gpu.Buffer
+	gradsIn []gpu.Buffer
 	// none is what a rank sends in a round where it sends nothing (an Exchange names a buffer).
 	none gpu.Buffer
 }
@@ -88,48 +92,147 @@ func (s *Sharded) Len() int { return s.ranks[len(s.ranks)-1].hi }
 // Range is the global ids rank r owns: [lo, hi).
 func (s *Sharded) Range(r int) (lo, hi int) { return s.ranks[r].lo, s.ranks[r].hi }
 
-// Step trains one step of the view v, rendered by the next rank in turn (round robin: the
-// engine's k-th Step, from 0, renders on rank k mod Ranks). See StepOn.
+// Step trains one step of the view v, rendered by the next rank in turn: StepBatch of one view.
 func (s *Sharded) Step(v *engine.View, o engine.StepOptions) (engine.StepResult, error) {
-	r := s.next
-	s.next = (s.next + 1) % len(s.ranks)
-	return s.StepOn(v, o, r)
+	return s.StepBatch([]*engine.View{v}, o)
 }
 
-// StepOn trains one step of the view v, rendered by rank renderer: every owner packs its
-// visible splats (PackVisible, with its first global id as the base) and sends the records to
-// the renderer, which receives them in rank order (so in global-id order, as one engine draws
-// them), runs the forward, the loss and the backward over them (RenderRecordsBackward) and
-// sends each owner its records' gradients, in the order it sent them; every owner then takes
-// its update (StepFromGradients), one with nothing in view as well, as one engine's Step moves
-// every splat. The renderer packs its own splats again before its update: drawing the records
-// replaced the projection its gradients map back through. The result is the renderer's (loss
-// and its terms, tile entries, the image when o.WantImage) with the visible splats and the
-// elements Adam dropped summed over the owners; no stage is timed.
-//
-// A failure before the owners' updates leaves every rank's splats as they were. A failure of an
-// update leaves the ranks that did update one step ahead of those that did not; the error names
-// them.
+// StepBatch trains one step over the batch of views vs, as one fused engine's StepBatch does:
+// the views are rendered round robin, continuing from the last step's (the engine's views
+// from its first step on, failed steps' included, counted one after the other: view j of a
+// step whose first is the engine's k-th view renders on rank (k+j) mod Ranks), and every owner
+// sums its splats' gradients over the views before one update. See stepViews.
+func (s *Sharded) StepBatch(vs []*engine.View, o engine.StepOptions) (engine.StepResult, error) {
+	renderers := make([]int, len(vs))
+	for j := range renderers {
+		renderers[j] = (s.next + j) % len(s.ranks)
+	}
+	s.next = (s.next + len(vs)) % len(s.ranks)
+	return s.stepViews(vs, o, renderers)
+}
+
+// StepOn trains one step of the view v, rendered by rank renderer. See stepViews.
 func (s *Sharded) StepOn(v *engine.View, o engine.StepOptions, renderer int) (engine.StepResult, error) {
+	return s.stepViews([]*engine.View{v}, o, []int{renderer})
+}
+
+// stepViews trains one step over the views vs, view j rendered by rank renderers[j]. For each
+// view in turn, every owner packs its visible splats (PackVisible, with its first global id as
+// the base) and sends the records to the view's renderer, which receives them in rank order (so
+// in global-id order, as one engine draws them), runs the forward, the loss and the backward
+// over them (RenderRecordsBackward) and sends each owner its records' gradients, in the order
+// it sent them; each owner keeps every view's gradients. Once every view has been drawn, every
+// owner takes the views' backwards in view order (BackwardFromGradients, the first replacing
+// its gradients and the later ones adding to them, as one engine's StepBatch sums them) and
+// then one update (UpdateFromGradients), one with nothing in view as well, as one engine's
+// step moves every splat. An owner's backward maps view j's gradients through its projection
+// of view j, which its packs of the later views and its own renders replaced, so it packs
+// view j again first (project is deterministic: the same records; a step of one view on a rank
+// that did not render it still has its pack). The backwards wait for every view's gradients
+// so that a failed render or exchange leaves every rank's statistics, as well as its
+// parameters and moments, as they were.
+//
+// The result is one engine's StepBatch's: the loss and its terms the means over the views
+// (each the view's renderer's), the visible splats (summed over the owners) and the tile
+// entries the rounded means, the elements Adam dropped summed over the owners, and the last
+// view's image when o.WantImage; no stage is timed.
+//
+// A failure before the owners' backwards leaves every rank as it was. A failure in them or in
+// an update leaves the ranks that did update one step ahead of those that did not, and the
+// others' statistics with some views' sums; the error names the ranks.
+func (s *Sharded) stepViews(vs []*engine.View, o engine.StepOptions, renderers []int) (engine.StepResult, error) {
 	n := len(s.ranks)
-	switch {
-	case renderer < 0 || renderer >= n:
-		return engine.StepResult{}, fmt.Errorf("multi: sharded step: renderer %d of %d ranks", renderer, n)
-	case o.MCMC != engine.MCMCStep{}:
-		// Refused here rather than by every owner after the render: its regularisers are means
+	if len(vs) == 0 {
+		return engine.StepResult{}, errors.New("multi: sharded step: a step needs at least one view")
+	}
+	for j, r := range renderers {
+		if r < 0 || r >= n {
+			return engine.StepResult{}, fmt.Errorf("multi: sharded step: view %d: renderer %d of %d ranks", j, r, n)
+		}
+	}
+	if o.MCMC != (engine.MCMCStep{}) {
+		// Refused here rather than by every owner after the renders: its regularisers are means
 		// over the whole scene and its noise is keyed by global id.
 		return engine.StepResult{}, errors.New("multi: sharded step: MCMC's regularisers and noise need the whole scene's splat count and global ids")
 	}
+	counts := make([][]int, len(vs))
+	views := make([]engine.StepResult, len(vs))
+	for j, v := range vs {
+		var err error
+		tag := ""
+		if len(vs) > 1 {
+			tag = fmt.Sprintf("view %d of %d: ", j, len(vs))
+		}
+		if counts[j], views[j], err = s.drawView(j, tag, v, o, renderers[j], j == len(vs)-1); err != nil {
+			return engine.StepResult{}, err
+		}
+	}
+
+	owned := make([]engine.StepResult, n)
+	if err := s.parallel("owners' backward and update", func(r int, rk *shardRank) error {
+		for j, v := range vs {
+			cam := &v.Camera
+			if len(vs) > 1 || r == renderers[j] {
+				if _, c, err := rk.eng.PackVisible(cam, o.SHDegree, uint32(rk.lo)); err != nil {
+					return fmt.Errorf("view %d: packing again for the backward: %w", j, err)
+				} else if c != counts[j][r] {
+					return fmt.Errorf("view %d: packing again for the backward: %d records, %d before", j, c, counts[j][r])
+				}
+			}
+			if err := rk.eng.BackwardFromGradients(cam, rk.gradsIn[j], counts[j][r], o, j > 0); err != nil {
+				return fmt.Errorf("view %d: %w", j, err)
+			}
+		}
+		var err error
+		owned[r], err = rk.eng.UpdateFromGradients(o)
+		return err
+	}); err != nil {
+		return engine.StepResult{}, err
+	}
+
+	// One engine's StepBatch reports the means over its views (fused's complete).
+	var res engine.StepResult
+	visible, entries := 0, 0
+	for j, vr := range views {
+		res.Loss += vr.Loss
+		res.L1 += vr.L1
+		res.MSE += vr.MSE
+		res.SSIM += vr.SSIM
+		entries += vr.Entries
+		for _, c := range counts[j] {
+			visible += c
+		}
+	}
+	nv := len(vs)
+	res.Visible, res.Entries = (visible+nv/2)/nv, (entries+nv/2)/nv
+	res.Loss /= float64(nv)
+	res.L1 /= float64(nv)
+	res.MSE /= float64(nv)
+	res.SSIM /= float64(nv)
+	res.Image = views[nv-1].Image
+	for _, or := range owned {
+		res.NonFinite += or.NonFinite
+	}
+	return res, nil
+}
+
+// drawView runs view j (v) of a step on rank renderer in three phases: every owner packs it,
+// the records go to the renderer, which draws them and back-propagates, and the gradients go
+// back to their owners, into each owner's gradsIn[j]. It returns each owner's record count and
+// the renderer's result (its image only when last and o.WantImage). tag names the view in
+// errors.
+func (s *Sharded) drawView(j int, tag string, v *engine.View, o engine.StepOptions, renderer int, last bool) ([]int, engine.StepResult, error) {
+	n := len(s.ranks)
 	cam := &v.Camera
 	rw, gw := fused.RecordWords(s.set.Render), fused.GradRecordWords(s.set.Render, s.set.AbsGrad)
 
 	recs, counts := make([]gpu.Buffer, n), make([]int, n)
-	if err := s.parallel("pack visible", func(r int, rk *shardRank) error {
+	if err := s.parallel(tag+"pack visible", func(r int, rk *shardRank) error {
 		var err error
 		recs[r], counts[r], err = rk.eng.PackVisible(cam, o.SHDegree, uint32(rk.lo))
 		return err
 	}); err != nil {
-		return engine.StepResult{}, err
+		return nil, engine.StepResult{}, err
 	}
 	total := 0
 	for _, c := range counts {
@@ -139,18 +242,21 @@ func (s *Sharded) StepOn(v *engine.View, o engine.StepOptions, renderer int) (en
 	// Every buffer the exchanges need, grown here so that no rank can fail before its Exchange.
 	var errs []error
 	if err := grow(s.ranks[renderer], &s.ranks[renderer].recsIn, total*rw); err != nil {
-		errs = append(errs, fmt.Errorf("multi: sharded step: rank %d (renderer): records of %d splats: %w", renderer, total, err))
+		errs = append(errs, fmt.Errorf("multi: sharded step: %srank %d (renderer): records of %d splats: %w", tag, renderer, total, err))
 	}
 	for r, rk := range s.ranks {
-		if err := grow(rk, &rk.gradsIn, counts[r]*gw); err != nil {
-			errs = append(errs, fmt.Errorf("multi: sharded step: rank %d: gradients of %d records: %w", r, counts[r], err))
+		for len(rk.gradsIn) <= j {
+			rk.gradsIn = append(rk.gradsIn, nil)
+		}
+		if err := grow(rk, &rk.gradsIn[j], counts[r]*gw); err != nil {
+			errs = append(errs, fmt.Errorf("multi: sharded step: %srank %d: gradients of %d records: %w", tag, r, counts[r], err))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return engine.StepResult{}, err
+		return nil, engine.StepResult{}, err
 	}
 
-	if err := s.parallel("records to the renderer", func(r int, rk *shardRank) error {
+	if err := s.parallel(tag+"records to the renderer", func(r int, rk *shardRank) error {
 		x := &Exchange{Send: orNone(recs[r], rk), SendCounts: make([]int, n), Recv: orNone(rk.recsIn, rk)}
 		x.SendCounts[renderer] = counts[r] * rw
 		if r == renderer {
@@ -161,17 +267,19 @@ func (s *Sharded) StepOn(v *engine.View, o engine.StepOptions, renderer int) (en
 		}
 		return checkRecvCounts(x.RecvCounts, counts, rw, r == renderer, "records")
 	}); err != nil {
-		return engine.StepResult{}, err
+		return nil, engine.StepResult{}, err
 	}
 
 	rk := s.ranks[renderer]
-	grads, res, err := rk.eng.RenderRecordsBackward(v, rk.recsIn, total, o)
+	ro := o
+	ro.WantImage = o.WantImage && last
+	grads, res, err := rk.eng.RenderRecordsBackward(v, rk.recsIn, total, ro)
 	if err != nil {
-		return engine.StepResult{}, fmt.Errorf("multi: sharded step: rank %d (renderer): %w", renderer, err)
+		return nil, engine.StepResult{}, fmt.Errorf("multi: sharded step: %srank %d (renderer): %w", tag, renderer, err)
 	}
 
-	if err := s.parallel("gradients to the owners", func(r int, rk *shardRank) error {
-		x := &Exchange{Send: rk.none, SendCounts: make([]int, n), Recv: rk.gradsIn, RecvCap: counts[r] * gw}
+	if err := s.parallel(tag+"gradients to the owners", func(r int, rk *shardRank) error {
+		x := &Exchange{Send: rk.none, SendCounts: make([]int, n), Recv: rk.gradsIn[j], RecvCap: counts[r] * gw}
 		if r == renderer {
 			// The renderer's gradient records are in record order, so owner d's run is the
 			// counts[d] records after the earlier owners': the Exchange's layout as it is.
@@ -187,30 +295,9 @@ func (s *Sharded) StepOn(v *engine.View, o engine.StepOptions, renderer int) (en
 		want[renderer] = counts[r]
 		return checkRecvCounts(x.RecvCounts, want, gw, true, "gradient records")
 	}); err != nil {
-		return engine.StepResult{}, err
+		return nil, engine.StepResult{}, err
 	}
-
-	owned := make([]engine.StepResult, n)
-	if err := s.parallel("step from gradients", func(r int, rk *shardRank) error {
-		if r == renderer {
-			if _, c, err := rk.eng.PackVisible(cam, o.SHDegree, uint32(rk.lo)); err != nil {
-				return fmt.Errorf("packing again after the render: %w", err)
-			} else if c != counts[r] {
-				return fmt.Errorf("packing again after the render: %d records, %d before", c, counts[r])
-			}
-		}
-		var err error
-		owned[r], err = rk.eng.StepFromGradients(cam, rk.gradsIn, counts[r], o)
-		return err
-	}); err != nil {
-		return engine.StepResult{}, err
-	}
-	res.Visible, res.NonFinite = 0, 0
-	for _, or := range owned {
-		res.Visible += or.Visible
-		res.NonFinite += or.NonFinite
-	}
-	return res, nil
+	return counts, res, nil
 }
 
 // checkRecvCounts checks a round's receive counts (words from each rank) against the records
@@ -355,7 +442,7 @@ func (s *Sharded) closeRanks() error {
 				errs = append(errs, fmt.Errorf("multi: sharded: rank %d: %w", r, err))
 			}
 		}
-		for _, b := range []gpu.Buffer{rk.recsIn, rk.gradsIn, rk.none} {
+		for _, b := range append([]gpu.Buffer{rk.recsIn, rk.none}, rk.gradsIn...) {
 			if b != nil {
 				if err := rk.dev.Free(b); err != nil {
 					errs = append(errs, fmt.Errorf("multi: sharded: rank %d: %w", r, err))

@@ -1,6 +1,7 @@
 package multi
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -30,6 +31,8 @@ type shardedCase struct {
 	// and no gradient to take, which still steps (-1: none).
 	hide int
 	seed uint64
+	// batch is the views of a step (TestShardedStepBatchMatchesOneEngine).
+	batch int
 }
 
 var shardedCases = []shardedCase{
@@ -564,6 +567,193 @@ func TestShardedOneRankNCCL(t *testing.T) {
 			if float64(counts) > shardedGPUCountSlack*float64(len(ws.Count)) {
 				t.Errorf("statistics: %d of %d visibility counts differ", counts, len(ws.Count))
 			}
+		})
+	}
+}
+
+// shardedBatchSteps and shardedBatchViews are the steps a batch case trains and the views it
+// draws them from: step k takes views kB … kB+B−1 (mod shardedBatchViews), so the batches
+// mix views, and the later steps run on the earlier ones' moments and statistics.
+const (
+	shardedBatchSteps = 3
+	shardedBatchViews = 4
+)
+
+// batchViews is step k's batch of b views of vs.
+func batchViews(vs []*engine.View, k, b int) []*engine.View {
+	out := make([]*engine.View, b)
+	for j := range out {
+		out[j] = vs[(k*b+j)%len(vs)]
+	}
+	return out
+}
+
+// trainBatch takes shardedBatchSteps steps of batches of b views of vs with step (one engine's
+// StepBatch, or a sharded one) and notes each step's result, parameters and statistics.
+func trainBatch(t *testing.T, name string, b int, vs []*engine.View, step func(k int, batch []*engine.View) (engine.StepResult, error),
+	state func() (*splat.Gaussians, engine.Stats, error)) shardedRun {
+	t.Helper()
+	var run shardedRun
+	for k := range shardedBatchSteps {
+		res, err := step(k, batchViews(vs, k, b))
+		if err != nil {
+			t.Fatalf("%s, step %d: %v", name, k, err)
+		}
+		p, st, err := state()
+		if err != nil {
+			t.Fatalf("%s, step %d: %v", name, k, err)
+		}
+		run.res, run.params, run.stats = append(run.res, res), append(run.params, p), append(run.stats, st)
+	}
+	return run
+}
+
+// stepBatchWithin is stepWithin for a batch: s's next step over vs, or an error if it does not
+// return within a minute.
+func stepBatchWithin(s *Sharded, vs []*engine.View, o engine.StepOptions) (engine.StepResult, error) {
+	type out struct {
+		res engine.StepResult
+		err error
+	}
+	done := make(chan out, 1)
+	go func() {
+		res, err := s.StepBatch(vs, o)
+		done <- out{res, err}
+	}()
+	select {
+	case d := <-done:
+		return d.res, d.err
+	case <-time.After(time.Minute):
+		return engine.StepResult{}, fmt.Errorf("the step did not return within a minute: a rank waits for another")
+	}
+}
+
+// shardedStepMode is how a sharded run takes a step of a batch: StepBatch, or, as a mutation,
+// one Step per view (an update after every view rather than once for the batch).
+type shardedStepMode int
+
+const (
+	modeBatch shardedStepMode = iota
+	modeUpdateEachView
+)
+
+// trainShardedBatch takes the steps on a scene split over ranks ranks, checking after each that
+// the last view's records went to its renderer in turn ((kB+B−1) mod ranks).
+func trainShardedBatch(t *testing.T, devs []gpu.Device, ranks, b int, set engine.Settings, o engine.StepOptions, g *splat.Gaussians, vs []*engine.View, mode shardedStepMode) (shardedRun, [][2]int) {
+	t.Helper()
+	tap := newTap(NewHostExchanger(ranks), ranks)
+	s, err := NewSharded(devs[:ranks], tap, set, g, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	step := func(k int, batch []*engine.View) (engine.StepResult, error) {
+		if mode == modeUpdateEachView {
+			var res engine.StepResult
+			for _, v := range batch {
+				var err error
+				if res, err = stepWithin(s, v, o); err != nil {
+					return res, err
+				}
+			}
+			return res, nil
+		}
+		res, err := stepBatchWithin(s, batch, o)
+		if err != nil {
+			return res, err
+		}
+		last := (k*b + b - 1) % ranks
+		for r, sent := range tap.sent {
+			for d, words := range sent {
+				if words > 0 && d != last {
+					t.Errorf("step %d: rank %d sent %d record words of the last view to rank %d, its renderer is rank %d", k, r, words, d, last)
+				}
+			}
+		}
+		return res, nil
+	}
+	state := func() (*splat.Gaussians, engine.Stats, error) {
+		p, err1 := s.Gaussians()
+		st, err2 := s.Stats()
+		return p, st, errors.Join(err1, err2)
+	}
+	return trainBatch(t, fmt.Sprintf("%d ranks", ranks), b, vs, step, state), rankRanges(s)
+}
+
+// trainWholeBatch takes the steps with one engine's StepBatch over the whole scene.
+func trainWholeBatch(t *testing.T, dev gpu.Device, b int, set engine.Settings, o engine.StepOptions, g *splat.Gaussians, vs []*engine.View) shardedRun {
+	t.Helper()
+	e, err := fused.New(dev, set, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	step := func(_ int, batch []*engine.View) (engine.StepResult, error) { return e.StepBatch(batch, o) }
+	state := func() (*splat.Gaussians, engine.Stats, error) {
+		p, err1 := e.Gaussians()
+		st, err2 := e.Stats()
+		return p, st, errors.Join(err1, err2)
+	}
+	return trainBatch(t, "one engine", b, vs, step, state)
+}
+
+// shardedBatchCases is one, two and three ranks with batches of two and three views and of as
+// many views as ranks, for both render models.
+func shardedBatchCases() []shardedCase {
+	var out []shardedCase
+	seed := uint64(100)
+	for _, model := range []prep.Model{prep.EWA, prep.Ray} {
+		for ranks := 1; ranks <= 3; ranks++ {
+			bs := []int{2, 3, ranks}
+			slices.Sort(bs)
+			for _, b := range slices.Compact(bs) {
+				c := shardedCase{name: fmt.Sprintf("%s/%d ranks/batch %d", model, ranks, b), ranks: ranks, model: model,
+					tile: 16, sh: 1 + b%3, absGrad: model == prep.EWA && ranks == 3, hide: -1, seed: seed, batch: b}
+				out = append(out, c)
+				seed++
+			}
+		}
+	}
+	return out
+}
+
+// TestShardedStepBatchMatchesOneEngine trains scenes split over one, two and three ranks (host
+// emulators, the host exchanger) for shardedBatchSteps steps of batches of views, each view
+// drawn by the ranks in turn and each owner summing its gradients over the batch before one
+// update, against one engine's StepBatch on the same batches with the same options: the loss and
+// its terms (means over the views), the counts, the last view's image, and each rank's
+// parameters and statistics must be the one engine's to the bit after every step. Taking an
+// update after every view instead (one Step a view) must fail the comparison (checked where a
+// step has several views and there are several ranks).
+func TestShardedStepBatchMatchesOneEngine(t *testing.T) {
+	devs := emuDevices(t, 3)
+	for _, c := range shardedBatchCases() {
+		b := c.batch
+		t.Run(c.name, func(t *testing.T) {
+			start := time.Now()
+			g, vs := fused.RandomBatch(c.seed, shardedN, shardedW, shardedH, shardedBatchViews)
+			set, o := c.settings()
+			want := trainWholeBatch(t, devs[0], b, set, o, g, vs)
+			got, ranges := trainShardedBatch(t, devs, c.ranks, b, set, o, g, vs, modeBatch)
+			for _, p := range compareBits(want, got, ranges) {
+				t.Error(p)
+			}
+			last := len(got.res) - 1
+			mutation := "not run (one view a step, or one rank)"
+			if b > 1 && c.ranks > 1 {
+				mut, _ := trainShardedBatch(t, devs, c.ranks, b, set, o, g, vs, modeUpdateEachView)
+				// The mutation's result is its last view's, not the batch's: compare what it
+				// trained.
+				copy(mut.res, want.res)
+				problems := compareBits(want, mut, ranges)
+				if len(problems) == 0 {
+					t.Error("an update after every view passes the comparison with one engine's batches")
+				}
+				mutation = fmt.Sprintf("fails as it must (%d problems, parameters relative L2 %.3g)", len(problems),
+					check.RelErr(packed(mut.params[last]), packed(want.params[last])))
+			}
+			t.Logf("ranks %v, loss per step %.6g … %.6g; an update a view: %s; %.1f s",
+				ranges, got.res[0].Loss, got.res[last].Loss, mutation, time.Since(start).Seconds())
 		})
 	}
 }
