@@ -168,21 +168,7 @@ func trainSharded(t *testing.T, s *Sharded, tap *tapExchanger, c shardedCase, o 
 // stepWithin takes s's next step, or fails if it does not return within a minute: a rank left
 // waiting for another would otherwise hang the test until its deadline.
 func stepWithin(s *Sharded, v *engine.View, o engine.StepOptions) (engine.StepResult, error) {
-	type out struct {
-		res engine.StepResult
-		err error
-	}
-	done := make(chan out, 1)
-	go func() {
-		res, err := s.Step(v, o)
-		done <- out{res, err}
-	}()
-	select {
-	case d := <-done:
-		return d.res, d.err
-	case <-time.After(time.Minute):
-		return engine.StepResult{}, fmt.Errorf("the step did not return within a minute: a rank waits for another")
-	}
+	return stepBatchWithin(s, []*engine.View{v}, o) // Step is StepBatch of one view
 }
 
 // compareBits compares a sharded run with one engine's, step by step, to the bit: the
@@ -608,8 +594,8 @@ func trainBatch(t *testing.T, name string, b int, vs []*engine.View, step func(k
 	return run
 }
 
-// stepBatchWithin is stepWithin for a batch: s's next step over vs, or an error if it does not
-// return within a minute.
+// stepBatchWithin takes s's next step over vs, or fails if it does not return within a
+// minute.
 func stepBatchWithin(s *Sharded, vs []*engine.View, o engine.StepOptions) (engine.StepResult, error) {
 	type out struct {
 		res engine.StepResult
