@@ -80,6 +80,16 @@ type StepResult struct {
 	NonFinite int
 }
 
+// MeanOver makes r, whose loss terms are sums over a batch's views, the batch's result: the
+// terms divided by views, and visible and entries (sums over the views) rounded to their means.
+func (r *StepResult) MeanOver(views, visible, entries int) {
+	r.Visible, r.Entries = (visible+views/2)/views, (entries+views/2)/views
+	r.Loss /= float64(views)
+	r.L1 /= float64(views)
+	r.MSE /= float64(views)
+	r.SSIM /= float64(views)
+}
+
 // Stats are the densification statistics accumulated since the last reset.
 type Stats struct {
 	GradAccum []float32 // [N] sum over visible steps of the 2D position-gradient norm (NDC units)

@@ -485,11 +485,7 @@ func (e *Engine) complete(q *inflight, ros []readout) error {
 		res.SSIM += ssim
 	}
 	nv := len(ros)
-	res.Visible, res.Entries = (visible+nv/2)/nv, (entries+nv/2)/nv
-	res.Loss /= float64(nv)
-	res.L1 /= float64(nv)
-	res.MSE /= float64(nv)
-	res.SSIM /= float64(nv)
+	res.MeanOver(nv, visible, entries)
 	ev := e.slotEvents[q.slot][:]
 	switch {
 	case !q.o.WantTimings, e.noEvents: // without events there is nothing to time with

@@ -204,11 +204,7 @@ func (s *Sharded) stepViews(vs []*engine.View, o engine.StepOptions, renderers [
 		}
 	}
 	nv := len(vs)
-	res.Visible, res.Entries = (visible+nv/2)/nv, (entries+nv/2)/nv
-	res.Loss /= float64(nv)
-	res.L1 /= float64(nv)
-	res.MSE /= float64(nv)
-	res.SSIM /= float64(nv)
+	res.MeanOver(nv, visible, entries)
 	res.Image = views[nv-1].Image
 	for _, or := range owned {
 		res.NonFinite += or.NonFinite
