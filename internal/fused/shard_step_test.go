@@ -541,19 +541,7 @@ func TestStepFromGradientsOrder(t *testing.T) {
 			buf := upload(t, dev, make([]float32, (count+c.extra)*e.gradWords()))
 			defer dev.Free(buf)
 			_, err := e.StepFromGradients(c.cam, buf, count+c.extra, c.o)
-			switch {
-			case c.ok && err != nil:
-				t.Fatal(err)
-			case !c.ok && err == nil:
-				t.Fatal("gradients taken")
-			case !c.ok:
-				t.Logf("refused: %v", err)
-				if e.adamStep != step {
-					t.Errorf("Adam's step count moved from %d to %d on a refused backward", step, e.adamStep)
-				}
-			case e.adamStep != step+1:
-				t.Errorf("Adam's step count %d after a backward from %d", e.adamStep, step)
-			}
+			checkTakenOrRefused(t, e, step, c.ok, err, "backward")
 		})
 	}
 }
@@ -640,19 +628,27 @@ func TestUpdateFromGradientsOrder(t *testing.T) {
 			}
 			step := e.adamStep
 			_, err = e.UpdateFromGradients(c.o)
-			switch {
-			case c.ok && err != nil:
-				t.Fatal(err)
-			case !c.ok && err == nil:
-				t.Fatal("update taken")
-			case !c.ok:
-				t.Logf("refused: %v", err)
-				if e.adamStep != step {
-					t.Errorf("Adam's step count moved from %d to %d on a refused update", step, e.adamStep)
-				}
-			case e.adamStep != step+1:
-				t.Errorf("Adam's step count %d after an update from %d", e.adamStep, step)
-			}
+			checkTakenOrRefused(t, e, step, c.ok, err, "update")
 		})
+	}
+}
+
+// checkTakenOrRefused checks an owner's update from gradients (what: "backward", "update"): taken
+// when ok, Adam's step count moved on by one from step; refused otherwise, with an error and
+// the step count where it was.
+func checkTakenOrRefused(t *testing.T, e *Engine, step int64, ok bool, err error, what string) {
+	t.Helper()
+	switch {
+	case ok && err != nil:
+		t.Fatal(err)
+	case !ok && err == nil:
+		t.Fatalf("%s taken", what)
+	case !ok:
+		t.Logf("refused: %v", err)
+		if e.adamStep != step {
+			t.Errorf("Adam's step count moved from %d to %d on a refused %s", step, e.adamStep, what)
+		}
+	case e.adamStep != step+1:
+		t.Errorf("Adam's step count %d after a %s from %d", e.adamStep, what, step)
 	}
 }
