@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/rlxsplat/rlxsplat/internal/camera"
 	"github.com/rlxsplat/rlxsplat/internal/engine"
 	"github.com/rlxsplat/rlxsplat/internal/fused"
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
@@ -52,6 +53,9 @@ type shardRank struct {
 	gradsIn []gpu.Buffer
 	// none is what a rank sends in a round where it sends nothing (an Exchange names a buffer).
 	none gpu.Buffer
+	// shapes and stats receive the rank's share while ShapesInto and StatsInto gather them.
+	shapes engine.Shapes
+	stats  engine.Stats
 }
 
 // NewSharded splits g over the devices, rank r of devs owning the r-th of Shares(g.Len(),
@@ -159,9 +163,9 @@ func (s *Sharded) stepViews(vs []*engine.View, o engine.StepOptions, renderers [
 	views := make([]engine.StepResult, len(vs))
 	for j, v := range vs {
 		var err error
-		tag := ""
+		tag := "step: "
 		if len(vs) > 1 {
-			tag = fmt.Sprintf("view %d of %d: ", j, len(vs))
+			tag = fmt.Sprintf("step, view %d of %d: ", j, len(vs))
 		}
 		if counts[j], views[j], err = s.drawView(j, tag, v, o, renderers[j], j == len(vs)-1); err != nil {
 			return engine.StepResult{}, err
@@ -169,7 +173,7 @@ func (s *Sharded) stepViews(vs []*engine.View, o engine.StepOptions, renderers [
 	}
 
 	owned := make([]engine.StepResult, n)
-	if err := s.parallel("owners' backward and update", func(r int, rk *shardRank) error {
+	if err := s.parallel("step: owners' backward and update", func(r int, rk *shardRank) error {
 		for j, v := range vs {
 			cam := &v.Camera
 			if len(vs) > 1 || r == renderers[j] {
@@ -220,49 +224,23 @@ func (s *Sharded) stepViews(vs []*engine.View, o engine.StepOptions, renderers [
 func (s *Sharded) drawView(j int, tag string, v *engine.View, o engine.StepOptions, renderer int, last bool) ([]int, engine.StepResult, error) {
 	n := len(s.ranks)
 	cam := &v.Camera
-	rw, gw := fused.RecordWords(s.set.Render), fused.GradRecordWords(s.set.Render, s.set.AbsGrad)
-
-	recs, counts := make([]gpu.Buffer, n), make([]int, n)
-	if err := s.parallel(tag+"pack visible", func(r int, rk *shardRank) error {
-		var err error
-		recs[r], counts[r], err = rk.eng.PackVisible(cam, o.SHDegree, uint32(rk.lo))
-		return err
-	}); err != nil {
+	gw := fused.GradRecordWords(s.set.Render, s.set.AbsGrad)
+	counts, total, err := s.sendRecords(tag, cam, o.SHDegree, renderer)
+	if err != nil {
 		return nil, engine.StepResult{}, err
 	}
-	total := 0
-	for _, c := range counts {
-		total += c
-	}
 
-	// Every buffer the exchanges need, grown here so that no rank can fail before its Exchange.
+	// The gradients' receive buffers, grown before their round so that no rank can fail in it.
 	var errs []error
-	if err := grow(s.ranks[renderer], &s.ranks[renderer].recsIn, total*rw); err != nil {
-		errs = append(errs, fmt.Errorf("multi: sharded step: %srank %d (renderer): records of %d splats: %w", tag, renderer, total, err))
-	}
 	for r, rk := range s.ranks {
 		for len(rk.gradsIn) <= j {
 			rk.gradsIn = append(rk.gradsIn, nil)
 		}
 		if err := grow(rk, &rk.gradsIn[j], counts[r]*gw); err != nil {
-			errs = append(errs, fmt.Errorf("multi: sharded step: %srank %d: gradients of %d records: %w", tag, r, counts[r], err))
+			errs = append(errs, fmt.Errorf("multi: sharded: %srank %d: gradients of %d records: %w", tag, r, counts[r], err))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, engine.StepResult{}, err
-	}
-
-	if err := s.parallel(tag+"records to the renderer", func(r int, rk *shardRank) error {
-		x := &Exchange{Send: orNone(recs[r], rk), SendCounts: make([]int, n), Recv: orNone(rk.recsIn, rk)}
-		x.SendCounts[renderer] = counts[r] * rw
-		if r == renderer {
-			x.RecvCap = total * rw
-		}
-		if err := s.x.Exchange(r, rk.dev, x); err != nil {
-			return err
-		}
-		return checkRecvCounts(x.RecvCounts, counts, rw, r == renderer, "records")
-	}); err != nil {
 		return nil, engine.StepResult{}, err
 	}
 
@@ -271,7 +249,7 @@ func (s *Sharded) drawView(j int, tag string, v *engine.View, o engine.StepOptio
 	ro.WantImage = o.WantImage && last
 	grads, res, err := rk.eng.RenderRecordsBackward(v, rk.recsIn, total, ro)
 	if err != nil {
-		return nil, engine.StepResult{}, fmt.Errorf("multi: sharded step: %srank %d (renderer): %w", tag, renderer, err)
+		return nil, engine.StepResult{}, fmt.Errorf("multi: sharded: %srank %d (renderer): %w", tag, renderer, err)
 	}
 
 	if err := s.parallel(tag+"gradients to the owners", func(r int, rk *shardRank) error {
@@ -294,6 +272,46 @@ func (s *Sharded) drawView(j int, tag string, v *engine.View, o engine.StepOptio
 		return nil, engine.StepResult{}, err
 	}
 	return counts, res, nil
+}
+
+// sendRecords runs the first two phases of drawing a view on rank renderer: every owner packs
+// the splats of its share in view of cam (PackVisible, with its first global id as the base),
+// then sends the records to the renderer, which receives them into its recsIn in rank order, so
+// in global-id order. It returns each owner's record count and their total. tag names the view
+// in errors.
+func (s *Sharded) sendRecords(tag string, cam *camera.Camera, shDegree, renderer int) ([]int, int, error) {
+	n := len(s.ranks)
+	rw := fused.RecordWords(s.set.Render)
+	recs, counts := make([]gpu.Buffer, n), make([]int, n)
+	if err := s.parallel(tag+"pack visible", func(r int, rk *shardRank) error {
+		var err error
+		recs[r], counts[r], err = rk.eng.PackVisible(cam, shDegree, uint32(rk.lo))
+		return err
+	}); err != nil {
+		return nil, 0, err
+	}
+	total := 0
+	for _, c := range counts {
+		total += c
+	}
+	// Grown here, before the round, so that no rank can fail before its Exchange.
+	if err := grow(s.ranks[renderer], &s.ranks[renderer].recsIn, total*rw); err != nil {
+		return nil, 0, fmt.Errorf("multi: sharded: %srank %d (renderer): records of %d splats: %w", tag, renderer, total, err)
+	}
+	if err := s.parallel(tag+"records to the renderer", func(r int, rk *shardRank) error {
+		x := &Exchange{Send: orNone(recs[r], rk), SendCounts: make([]int, n), Recv: orNone(rk.recsIn, rk)}
+		x.SendCounts[renderer] = counts[r] * rw
+		if r == renderer {
+			x.RecvCap = total * rw
+		}
+		if err := s.x.Exchange(r, rk.dev, x); err != nil {
+			return err
+		}
+		return checkRecvCounts(x.RecvCounts, counts, rw, r == renderer, "records")
+	}); err != nil {
+		return nil, 0, err
+	}
+	return counts, total, nil
 }
 
 // checkRecvCounts checks a round's receive counts (words from each rank) against the records
@@ -349,7 +367,7 @@ func (s *Sharded) parallel(phase string, f func(r int, rk *shardRank) error) err
 		if len(ranks[m]) > 1 {
 			which = "ranks " + strings.Join(ranks[m], ", ")
 		}
-		out = append(out, fmt.Errorf("multi: sharded step: %s: %s: %w", phase, which, causes[m]))
+		out = append(out, fmt.Errorf("multi: sharded: %s: %s: %w", phase, which, causes[m]))
 	}
 	return errors.Join(out...)
 }
@@ -393,31 +411,7 @@ func (s *Sharded) Gaussians() (*splat.Gaussians, error) {
 			return nil, fmt.Errorf("multi: sharded: rank %d: %w", r, err)
 		}
 	}
-	out := &splat.Gaussians{}
-	for _, p := range parts {
-		out.Means = append(out.Means, p.Means...)
-		out.LogScales = append(out.LogScales, p.LogScales...)
-		out.Quats = append(out.Quats, p.Quats...)
-		out.OpacityLogits = append(out.OpacityLogits, p.OpacityLogits...)
-		out.SH = append(out.SH, p.SH...)
-	}
-	return out, nil
-}
-
-// Stats gathers the ranks' densification statistics in rank order, as Gaussians does: each
-// splat's statistics live on its owner alone.
-func (s *Sharded) Stats() (engine.Stats, error) {
-	var out engine.Stats
-	for r, rk := range s.ranks {
-		st, err := rk.eng.Stats()
-		if err != nil {
-			return engine.Stats{}, fmt.Errorf("multi: sharded: rank %d: %w", r, err)
-		}
-		out.GradAccum = append(out.GradAccum, st.GradAccum...)
-		out.Count = append(out.Count, st.Count...)
-		out.MaxRadius = append(out.MaxRadius, st.MaxRadius...)
-	}
-	return out, nil
+	return splat.Concat(parts...), nil
 }
 
 // Close closes every rank and frees its buffers and, when owned, the devices and the

@@ -176,15 +176,6 @@ func stepWithin(s *Sharded, v *engine.View, o engine.StepOptions) (engine.StepRe
 // of parameters and statistics. It returns what differs.
 func compareBits(want, got shardedRun, ranges [][2]int) []string {
 	var problems []string
-	bits := func(a, b []float32) int {
-		d := 0
-		for i := range a {
-			if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
-				d++
-			}
-		}
-		return d + max(len(a), len(b)) - min(len(a), len(b))
-	}
 	for k := range want.res {
 		say := func(format string, args ...any) {
 			problems = append(problems, fmt.Sprintf("step %d: ", k)+fmt.Sprintf(format, args...))
@@ -201,13 +192,13 @@ func compareBits(want, got shardedRun, ranges [][2]int) []string {
 		if g.Visible != w.Visible || g.Entries != w.Entries || g.NonFinite != w.NonFinite {
 			say("%d visible, %d entries, %d dropped; one engine %d, %d, %d", g.Visible, g.Entries, g.NonFinite, w.Visible, w.Entries, w.NonFinite)
 		}
-		if d := bits(g.Image, w.Image); d > 0 {
+		if d := bitsDiffer(g.Image, w.Image); d > 0 {
 			say("%d of %d image values differ", d, len(w.Image))
 		}
 		for r, rg := range ranges {
 			lo, hi := rg[0], rg[1]
 			gp, wp := packed(got.params[k].Range(lo, hi)), packed(want.params[k].Range(lo, hi))
-			if d := bits(gp, wp); d > 0 {
+			if d := bitsDiffer(gp, wp); d > 0 {
 				say("rank %d (splats [%d, %d)): %d of %d parameters differ, relative L2 %.3g", r, lo, hi, d, len(wp), check.RelErr(gp, wp))
 			}
 			gs, ws := got.stats[k], want.stats[k]
@@ -217,7 +208,7 @@ func compareBits(want, got shardedRun, ranges [][2]int) []string {
 					counts++
 				}
 			}
-			if d := counts + bits(gs.GradAccum[lo:hi], ws.GradAccum[lo:hi]) + bits(gs.MaxRadius[lo:hi], ws.MaxRadius[lo:hi]); d > 0 {
+			if d := counts + bitsDiffer(gs.GradAccum[lo:hi], ws.GradAccum[lo:hi]) + bitsDiffer(gs.MaxRadius[lo:hi], ws.MaxRadius[lo:hi]); d > 0 {
 				say("rank %d (splats [%d, %d)): %d statistics differ", r, lo, hi, d)
 			}
 		}

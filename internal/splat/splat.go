@@ -171,3 +171,22 @@ func GatherRows[F Float](dst, from []F, w int, src []int32) {
 		j = k
 	}
 }
+
+// Concat returns the splats of parts one after the other: the whole scene from the shares
+// Range cut, in their order.
+func Concat[F Float](parts ...*GaussiansOf[F]) *GaussiansOf[F] {
+	n := 0
+	for _, p := range parts {
+		n += p.Len()
+	}
+	out := NewOf[F](n)
+	at := 0
+	for _, p := range parts {
+		src := p.Fields()
+		for j, f := range out.Fields() {
+			copy(f.Data[at*f.Width:], src[j].Data)
+		}
+		at += p.Len()
+	}
+	return out
+}

@@ -122,3 +122,31 @@ func TestRange(t *testing.T) {
 		}
 	}
 }
+
+// TestConcat cuts a scene into shares with Range and joins them again: every value must come
+// back in place, for cuts with empty shares too.
+func TestConcat(t *testing.T) {
+	g := New(7)
+	for _, f := range g.Fields() {
+		for i := range f.Data {
+			f.Data[i] = float32(i/f.Width*100 + i%f.Width)
+		}
+	}
+	for _, cuts := range [][]int{{0, 7}, {0, 3, 7}, {0, 0, 2, 2, 7}, {0, 1, 2, 3, 4, 5, 6, 7}} {
+		var parts []*Gaussians
+		for k := 1; k < len(cuts); k++ {
+			parts = append(parts, g.Range(cuts[k-1], cuts[k]))
+		}
+		c := Concat(parts...)
+		if c.Len() != g.Len() {
+			t.Fatalf("cuts %v: %d splats, want %d", cuts, c.Len(), g.Len())
+		}
+		for j, f := range c.Fields() {
+			for i, v := range f.Data {
+				if want := g.Fields()[j].Data[i]; v != want {
+					t.Fatalf("cuts %v: %s[%d] = %v, want %v", cuts, f.Name, i, v, want)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,255 @@
+package multi
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/rlxsplat/rlxsplat/internal/camera"
+	"github.com/rlxsplat/rlxsplat/internal/engine"
+	"github.com/rlxsplat/rlxsplat/internal/splat"
+)
+
+// The rest of engine.Engine for a sharded scene: renders, reads, densification edits and
+// states. Global ids are the ranks' splats one after the other in rank order, so reading the
+// ranks in turn gives the layout of one engine holding the whole scene, and a state saved by
+// either resumes on the other.
+
+var (
+	_ engine.Engine = (*Sharded)(nil)
+	_ engine.Reader = (*Sharded)(nil)
+)
+
+// Name says which engine this is.
+func (s *Sharded) Name() string {
+	return fmt.Sprintf("%s × %d, Gaussians sharded", s.ranks[0].eng.Name(), len(s.ranks))
+}
+
+// Render draws the current Gaussians for a camera on rank 0 from every owner's records of its
+// splats in view, as a step's forward draws them: one engine's render of the whole scene.
+func (s *Sharded) Render(cam *camera.Camera, shDegree int, bg [3]float32) ([]float32, error) {
+	_, total, err := s.sendRecords("render: ", cam, shDegree, 0)
+	if err != nil {
+		return nil, err
+	}
+	rk := s.ranks[0]
+	img, err := rk.eng.RenderRecords(cam, rk.recsIn, total, bg)
+	if err != nil {
+		return nil, fmt.Errorf("multi: sharded: render: rank 0 (renderer): %w", err)
+	}
+	return img, nil
+}
+
+// Shapes gathers the ranks' shapes in rank order.
+func (s *Sharded) Shapes() (engine.Shapes, error) {
+	var sh engine.Shapes
+	return sh, s.ShapesInto(&sh)
+}
+
+// ShapesInto is Shapes into dst's arrays (engine.Reader).
+func (s *Sharded) ShapesInto(dst *engine.Shapes) error {
+	n := s.Len()
+	dst.LogScales = engine.Resize(dst.LogScales, 3*n)
+	dst.OpacityLogits = engine.Resize(dst.OpacityLogits, n)
+	for r, rk := range s.ranks {
+		if err := rk.eng.ShapesInto(&rk.shapes); err != nil {
+			return fmt.Errorf("multi: sharded: rank %d: %w", r, err)
+		}
+		copy(dst.LogScales[3*rk.lo:3*rk.hi], rk.shapes.LogScales)
+		copy(dst.OpacityLogits[rk.lo:rk.hi], rk.shapes.OpacityLogits)
+	}
+	return nil
+}
+
+// Stats gathers the ranks' densification statistics in rank order: each splat's statistics
+// live on its owner alone.
+func (s *Sharded) Stats() (engine.Stats, error) {
+	var st engine.Stats
+	return st, s.StatsInto(&st)
+}
+
+// StatsInto is Stats into dst's arrays (engine.Reader).
+func (s *Sharded) StatsInto(dst *engine.Stats) error {
+	n := s.Len()
+	dst.GradAccum = engine.Resize(dst.GradAccum, n)
+	dst.Count = engine.Resize(dst.Count, n)
+	dst.MaxRadius = engine.Resize(dst.MaxRadius, n)
+	for r, rk := range s.ranks {
+		if err := rk.eng.StatsInto(&rk.stats); err != nil {
+			return fmt.Errorf("multi: sharded: rank %d: %w", r, err)
+		}
+		copy(dst.GradAccum[rk.lo:rk.hi], rk.stats.GradAccum)
+		copy(dst.Count[rk.lo:rk.hi], rk.stats.Count)
+		copy(dst.MaxRadius[rk.lo:rk.hi], rk.stats.MaxRadius)
+	}
+	return nil
+}
+
+// each runs f on every rank in turn and joins the ranks' errors, each naming its rank.
+func (s *Sharded) each(what string, f func(rk *shardRank) error) error {
+	var errs []error
+	for r, rk := range s.ranks {
+		if err := f(rk); err != nil {
+			errs = append(errs, fmt.Errorf("multi: sharded: rank %d: %s: %w", r, what, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ResetStats zeroes every owner's statistics.
+func (s *Sharded) ResetStats() error {
+	return s.each("reset statistics", func(rk *shardRank) error { return rk.eng.ResetStats() })
+}
+
+// ResetOpacity clamps the opacities on every owner: the reset is per splat.
+func (s *Sharded) ResetOpacity(maxOpacity float32) error {
+	return s.each("opacity reset", func(rk *shardRank) error { return rk.eng.ResetOpacity(maxOpacity) })
+}
+
+// owner is the rank that owns global id i, or -1 when no rank does.
+func (s *Sharded) owner(i int32) int {
+	r, found := slices.BinarySearchFunc(s.ranks, int(i), func(rk *shardRank, i int) int {
+		switch {
+		case rk.hi <= i:
+			return -1
+		case rk.lo > i:
+			return 1
+		}
+		return 0
+	})
+	if !found {
+		return -1
+	}
+	return r
+}
+
+// splitEdit cuts ed, in global ids, into each owner's edit in its local ids: its clones, its
+// splits with their samples, and its share of the removal mask, each in ed's order.
+func (s *Sharded) splitEdit(ed engine.Edit) ([]engine.Edit, error) {
+	n := s.Len()
+	if ed.Remove != nil && len(ed.Remove) != n {
+		return nil, fmt.Errorf("multi: sharded: edit: remove mask has %d entries for %d splats", len(ed.Remove), n)
+	}
+	if len(ed.Split) > 0 && (ed.SplitN < 1 || len(ed.SplitSamples) != len(ed.Split)*ed.SplitN*3) {
+		return nil, fmt.Errorf("multi: sharded: edit: %d split samples for %d splits of %d children", len(ed.SplitSamples), len(ed.Split), ed.SplitN)
+	}
+	edits := make([]engine.Edit, len(s.ranks))
+	for r, rk := range s.ranks {
+		edits[r].SplitN, edits[r].SplitScaleDiv = ed.SplitN, ed.SplitScaleDiv
+		if ed.Remove != nil {
+			edits[r].Remove = ed.Remove[rk.lo:rk.hi]
+		}
+	}
+	for k, i := range ed.Clone {
+		r := s.owner(i)
+		if r < 0 {
+			return nil, fmt.Errorf("multi: sharded: edit: clone %d: index %d outside 0..%d", k, i, n-1)
+		}
+		edits[r].Clone = append(edits[r].Clone, i-int32(s.ranks[r].lo))
+	}
+	w := ed.SplitN * 3
+	for k, i := range ed.Split {
+		r := s.owner(i)
+		if r < 0 {
+			return nil, fmt.Errorf("multi: sharded: edit: split %d: index %d outside 0..%d", k, i, n-1)
+		}
+		edits[r].Split = append(edits[r].Split, i-int32(s.ranks[r].lo))
+		edits[r].SplitSamples = append(edits[r].SplitSamples, ed.SplitSamples[k*w:(k+1)*w]...)
+	}
+	return edits, nil
+}
+
+// Apply performs the densification edit ed, whose indices are global ids: every owner clones,
+// splits and removes its own splats (its share of ed, engine.PlanEdit's order within the
+// share), and the statistics are zeroed, as one engine's Apply does. The scene is one engine's
+// after ed up to the order of its splats: one engine puts every new splat after all the kept
+// ones, here each follows its owner's kept splats, and global ids are renumbered rank by rank.
+// An edit that would leave an owner no splat is refused before any owner applies its share.
+func (s *Sharded) Apply(ed engine.Edit) error {
+	edits, err := s.splitEdit(ed)
+	if err != nil {
+		return err
+	}
+	for r, rk := range s.ranks {
+		plan, err := engine.PlanEdit(edits[r], rk.hi-rk.lo)
+		if err != nil {
+			return fmt.Errorf("multi: sharded: edit: rank %d: %w", r, err)
+		}
+		if len(plan.Src) == 0 {
+			return fmt.Errorf("multi: sharded: edit: it leaves rank %d (splats [%d, %d)) none of its splats: %w", r, rk.lo, rk.hi, engine.ErrEmpty)
+		}
+	}
+	err = s.parallel("edit", func(r int, rk *shardRank) error {
+		e := edits[r]
+		if len(e.Clone) == 0 && len(e.Split) == 0 && !slices.Contains(e.Remove, true) {
+			return rk.eng.ResetStats() // nothing else of Apply's work is this owner's
+		}
+		return rk.eng.Apply(e)
+	})
+	s.renumber() // whatever failed, the ranges follow what the owners now hold
+	return err
+}
+
+// renumber sets the ranks' ranges of global ids from the splats each holds now.
+func (s *Sharded) renumber() {
+	lo := 0
+	for _, rk := range s.ranks {
+		rk.lo, rk.hi = lo, lo+rk.eng.Len()
+		lo = rk.hi
+	}
+}
+
+// Relocate is MCMC's move, which sharding does not run yet (docs/sharding.md): its sources
+// are drawn over the whole scene and its copies cross owners.
+func (s *Sharded) Relocate(engine.Relocation) error {
+	return errors.New("multi: sharded: MCMC relocation is not supported with sharded Gaussians (densify.strategy mcmc needs train.shard false)")
+}
+
+// State gathers the whole training state in rank order: one engine's layout, so that a state
+// saved here resumes on one GPU, or on any number of ranks.
+func (s *Sharded) State() (*engine.State, error) {
+	parts := make([]*engine.State, len(s.ranks))
+	for r, rk := range s.ranks {
+		var err error
+		if parts[r], err = rk.eng.State(); err != nil {
+			return nil, fmt.Errorf("multi: sharded: rank %d: %w", r, err)
+		}
+		if parts[r].AdamStep != parts[0].AdamStep {
+			return nil, fmt.Errorf("multi: sharded: rank %d has taken %d Adam steps, rank 0 %d", r, parts[r].AdamStep, parts[0].AdamStep)
+		}
+	}
+	out := &engine.State{AdamStep: parts[0].AdamStep}
+	var ps, ms, vs []*splat.Gaussians
+	for _, p := range parts {
+		ps, ms, vs = append(ps, p.Params), append(ms, p.AdamM), append(vs, p.AdamV)
+		out.Stats.GradAccum = append(out.Stats.GradAccum, p.Stats.GradAccum...)
+		out.Stats.Count = append(out.Stats.Count, p.Stats.Count...)
+		out.Stats.MaxRadius = append(out.Stats.MaxRadius, p.Stats.MaxRadius...)
+	}
+	out.Params, out.AdamM, out.AdamV = splat.Concat(ps...), splat.Concat(ms...), splat.Concat(vs...)
+	return out, nil
+}
+
+// SetState restores a state saved by State (of this or any engine), split over the ranks as
+// NewSharded splits a scene: contiguous shares as even as Shares makes them.
+func (s *Sharded) SetState(st *engine.State) error {
+	n := st.Params.Len()
+	if n < len(s.ranks) {
+		return fmt.Errorf("multi: sharded: restoring a state of %d Gaussians on %d ranks: every rank owns at least one", n, len(s.ranks))
+	}
+	if st.AdamM.Len() != n || st.AdamV.Len() != n || len(st.Stats.GradAccum) != n || len(st.Stats.Count) != n || len(st.Stats.MaxRadius) != n {
+		return fmt.Errorf("multi: sharded: restoring state: the moments or statistics do not have %d entries", n)
+	}
+	shares := Shares(n, len(s.ranks))
+	err := s.parallel("restore state", func(r int, rk *shardRank) error {
+		lo, hi := shares[r][0], shares[r][1]
+		return rk.eng.SetState(&engine.State{
+			Params: st.Params.Range(lo, hi), AdamM: st.AdamM.Range(lo, hi), AdamV: st.AdamV.Range(lo, hi),
+			AdamStep: st.AdamStep,
+			Stats: engine.Stats{GradAccum: st.Stats.GradAccum[lo:hi], Count: st.Stats.Count[lo:hi],
+				MaxRadius: st.Stats.MaxRadius[lo:hi]},
+		})
+	})
+	s.renumber()
+	return err
+}

@@ -1,0 +1,300 @@
+package multi
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/rlxsplat/rlxsplat/internal/engine"
+	"github.com/rlxsplat/rlxsplat/internal/fused"
+	"github.com/rlxsplat/rlxsplat/internal/prep"
+	"github.com/rlxsplat/rlxsplat/internal/splat"
+)
+
+// rowKeys is every splat of st as bytes (its parameters, both moments and its statistics),
+// sorted: two states hold the same splats, in whatever order, when their keys are equal.
+func rowKeys(st *engine.State) [][]byte {
+	n := st.Params.Len()
+	keys := make([][]byte, n)
+	fields := [][]splat.Field[float32]{st.Params.Fields(), st.AdamM.Fields(), st.AdamV.Fields()}
+	for i := range n {
+		var b bytes.Buffer
+		for _, fs := range fields {
+			for _, f := range fs {
+				binary.Write(&b, binary.LittleEndian, f.Data[i*f.Width:(i+1)*f.Width])
+			}
+		}
+		binary.Write(&b, binary.LittleEndian, []any{st.Stats.GradAccum[i], st.Stats.Count[i], st.Stats.MaxRadius[i]})
+		keys[i] = b.Bytes()
+	}
+	slices.SortFunc(keys, bytes.Compare)
+	return keys
+}
+
+// sameSplats says how the splats of two states differ, in any order; "" when they do not.
+func sameSplats(want, got *engine.State) string {
+	if got.AdamStep != want.AdamStep {
+		return fmt.Sprintf("%d Adam steps, want %d", got.AdamStep, want.AdamStep)
+	}
+	wk, gk := rowKeys(want), rowKeys(got)
+	if len(wk) != len(gk) {
+		return fmt.Sprintf("%d splats, want %d", len(gk), len(wk))
+	}
+	d := 0
+	for i := range wk {
+		if !bytes.Equal(wk[i], gk[i]) {
+			d++
+		}
+	}
+	if d > 0 {
+		return fmt.Sprintf("%d of %d splats (sorted by their bytes) differ", d, len(wk))
+	}
+	return ""
+}
+
+// randomEdit clones, splits and removes about a twentieth of n splats each, disjoint sets,
+// the splits in increasing order as densification lists them.
+func randomEdit(rng *rand.Rand, n int) engine.Edit {
+	ed := engine.Edit{SplitN: 2, SplitScaleDiv: 1.6, Remove: make([]bool, n)}
+	for i := range n {
+		switch rng.IntN(20) {
+		case 0:
+			ed.Clone = append(ed.Clone, int32(i))
+		case 1:
+			ed.Split = append(ed.Split, int32(i))
+			for range ed.SplitN * 3 {
+				ed.SplitSamples = append(ed.SplitSamples, float32(rng.NormFloat64()))
+			}
+		case 2:
+			ed.Remove[i] = true
+		}
+	}
+	return ed
+}
+
+// TestShardedEngineMatchesOneEngine runs a sharded scene (two and three emulated ranks)
+// through what training asks of an engine besides steps, against one engine holding the whole
+// scene: renders and reads to the bit; a densification edit, after which both hold the same
+// splats (in their own orders) and the steps that follow give the same losses and images to
+// the bit; an opacity reset; and the state, which must resume on either engine: one engine's
+// state on the sharded ranks and the sharded state on a new engine take the same next step.
+func TestShardedEngineMatchesOneEngine(t *testing.T) {
+	devs := emuDevices(t, 3)
+	for _, c := range []shardedCase{
+		{name: "2 ranks/ewa", ranks: 2, model: prep.EWA, tile: 16, sh: 2, hide: -1, seed: 90},
+		{name: "3 ranks/ray", ranks: 3, model: prep.Ray, tile: 16, sh: 1, hide: -1, seed: 91},
+		{name: "3 ranks/ewa/rank1-out-of-view", ranks: 3, model: prep.EWA, tile: 8, sh: 3, absGrad: true, hide: 1, seed: 92},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g, vs := shardedScene(c, shardedN, shardedW, shardedH)
+			set, o := c.settings()
+			one, err := fused.New(devs[0], set, g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer one.Close()
+			s, err := NewSharded(devs[:c.ranks], NewHostExchanger(c.ranks), set, g, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+
+			// steps takes k steps on both and compares each step's result to the bit.
+			view := 0
+			steps := func(what string, k int) {
+				t.Helper()
+				for range k {
+					v := vs[view%len(vs)]
+					view++
+					w, err1 := one.Step(v, o)
+					got, err2 := stepWithin(s, v, o)
+					if err1 != nil || err2 != nil {
+						t.Fatalf("%s: %v %v", what, err1, err2)
+					}
+					if math.Float64bits(got.Loss) != math.Float64bits(w.Loss) || got.Visible != w.Visible || got.Entries != w.Entries {
+						t.Errorf("%s: loss %.9g, %d visible, %d entries; one engine %.9g, %d, %d", what, got.Loss, got.Visible, got.Entries, w.Loss, w.Visible, w.Entries)
+					}
+					if d := bitsDiffer(got.Image, w.Image); d > 0 {
+						t.Errorf("%s: %d of %d image values differ", what, d, len(w.Image))
+					}
+				}
+			}
+			states := func(what string) {
+				t.Helper()
+				ws, err1 := one.State()
+				gs, err2 := s.State()
+				if err1 != nil || err2 != nil {
+					t.Fatalf("%s: %v %v", what, err1, err2)
+				}
+				if p := sameSplats(ws, gs); p != "" {
+					t.Errorf("%s: %s", what, p)
+				}
+			}
+
+			steps("before the edit", 2)
+			for k, v := range vs {
+				w, err1 := one.Render(&v.Camera, c.sh, o.Background)
+				got, err2 := s.Render(&v.Camera, c.sh, o.Background)
+				if err1 != nil || err2 != nil {
+					t.Fatalf("render %d: %v %v", k, err1, err2)
+				}
+				if d := bitsDiffer(got, w); d > 0 {
+					t.Errorf("render %d: %d of %d values differ", k, d, len(w))
+				}
+			}
+			ws, _ := one.Shapes()
+			gsh, err := s.Shapes()
+			if err != nil {
+				t.Fatal(err)
+			}
+			wst, _ := one.Stats()
+			gst, err := s.Stats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bitsDiffer(gsh.LogScales, ws.LogScales)+bitsDiffer(gsh.OpacityLogits, ws.OpacityLogits)+
+				bitsDiffer(gst.GradAccum, wst.GradAccum)+bitsDiffer(gst.MaxRadius, wst.MaxRadius) > 0 || !slices.Equal(gst.Count, wst.Count) {
+				t.Error("the shapes or statistics read from the ranks are not one engine's")
+			}
+
+			ed := randomEdit(rand.New(rand.NewPCG(c.seed, 1)), g.Len())
+			if err := one.Apply(ed); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Apply(ed); err != nil {
+				t.Fatal(err)
+			}
+			if s.Len() != one.Len() {
+				t.Fatalf("after the edit: %d splats, one engine %d", s.Len(), one.Len())
+			}
+			states("after the edit")
+			steps("after the edit", 3)
+			states("steps after the edit")
+
+			if err := one.ResetOpacity(0.01); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.ResetOpacity(0.01); err != nil {
+				t.Fatal(err)
+			}
+			steps("after an opacity reset", 1)
+			states("after an opacity reset")
+
+			// Across layouts: the one engine's state on the ranks (split evenly, one engine's
+			// order), and the ranks' state on a new engine.
+			st, err := one.State()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SetState(st); err != nil {
+				t.Fatal(err)
+			}
+			for r := range c.ranks {
+				lo, hi := s.Range(r)
+				if want := Shares(st.Params.Len(), c.ranks)[r]; lo != want[0] || hi != want[1] {
+					t.Errorf("after SetState rank %d holds [%d, %d), want %v", r, lo, hi, want)
+				}
+			}
+			steps("state restored on the ranks", 2)
+			sst, err := s.State()
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := fused.New(devs[0], set, g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer again.Close()
+			if err := again.SetState(sst); err != nil {
+				t.Fatal(err)
+			}
+			ost, _ := one.State()
+			if p := sameSplats(ost, sst); p != "" {
+				t.Errorf("state after steps on the restored ranks: %s", p)
+			}
+			v := vs[view%len(vs)]
+			w, err1 := again.Step(v, o)
+			got, err2 := stepWithin(s, v, o)
+			if err1 != nil || err2 != nil {
+				t.Fatal(err1, err2)
+			}
+			if math.Float64bits(got.Loss) != math.Float64bits(w.Loss) {
+				t.Errorf("the sharded state on one engine: loss %.9g, on the ranks %.9g", w.Loss, got.Loss)
+			}
+			t.Logf("%d splats over ranks %v, last loss %.6g", s.Len(), rankRanges(s), got.Loss)
+		})
+	}
+}
+
+// bitsDiffer counts the values of a and b whose bits differ, and any length difference.
+func bitsDiffer(a, b []float32) int {
+	d := max(len(a), len(b)) - min(len(a), len(b))
+	for i := range min(len(a), len(b)) {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			d++
+		}
+	}
+	return d
+}
+
+// TestShardedEngineRefusals: an edit that would empty a rank is refused before any rank
+// applies its share; edits with bad indices name them; MCMC's relocation is refused; a state
+// too small for the ranks is refused.
+func TestShardedEngineRefusals(t *testing.T) {
+	devs := emuDevices(t, 2)
+	c := shardedCase{ranks: 2, model: prep.EWA, tile: 16, sh: 1, hide: -1, seed: 93}
+	g, _ := shardedScene(c, 40, 32, 24)
+	set, _ := c.settings()
+	s, err := NewSharded(devs, NewHostExchanger(2), set, g, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	before, _ := s.Gaussians()
+	emptyRank1 := engine.Edit{Remove: make([]bool, 40), Clone: []int32{3}}
+	for i := 20; i < 40; i++ {
+		emptyRank1.Remove[i] = true
+	}
+	for _, x := range []struct {
+		name string
+		run  func() error
+		want string
+	}{
+		{"an edit that empties rank 1", func() error { return s.Apply(emptyRank1) }, "leaves rank 1"},
+		{"a clone out of range", func() error { return s.Apply(engine.Edit{Clone: []int32{40}}) }, "clone 0: index 40 outside 0..39"},
+		{"a split out of range", func() error {
+			return s.Apply(engine.Edit{Split: []int32{-1}, SplitN: 1, SplitScaleDiv: 1, SplitSamples: make([]float32, 3)})
+		}, "split 0: index -1"},
+		{"a short removal mask", func() error { return s.Apply(engine.Edit{Remove: make([]bool, 39)}) }, "39 entries for 40"},
+		{"a relocation", func() error { return s.Relocate(engine.Relocation{}) }, "MCMC"},
+		{"a state of one splat", func() error {
+			st, err := s.State()
+			if err != nil {
+				return err
+			}
+			one := &engine.State{Params: st.Params.Range(0, 1), AdamM: st.AdamM.Range(0, 1), AdamV: st.AdamV.Range(0, 1),
+				Stats: engine.Stats{GradAccum: st.Stats.GradAccum[:1], Count: st.Stats.Count[:1], MaxRadius: st.Stats.MaxRadius[:1]}}
+			return s.SetState(one)
+		}, "every rank owns at least one"},
+	} {
+		err := x.run()
+		if err == nil || !strings.Contains(err.Error(), x.want) {
+			t.Errorf("%s: %v, want an error saying %q", x.name, err, x.want)
+			continue
+		}
+		if x.name == "an edit that empties rank 1" && !errors.Is(err, engine.ErrEmpty) {
+			t.Errorf("%s: %v does not wrap engine.ErrEmpty", x.name, err)
+		}
+		t.Logf("%s: %v", x.name, err)
+	}
+	after, _ := s.Gaussians()
+	if d := differ(before, after); d > 0 || s.Len() != 40 {
+		t.Fatalf("the refused calls changed %d parameters, %d splats", d, s.Len())
+	}
+}
