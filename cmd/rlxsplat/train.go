@@ -63,6 +63,7 @@ With neither --data nor --config it trains the built-in demo scene with the
 	o.cf.bindKey(fs, "threads", "train.threads", "CPU threads (0 = all cores)")
 	o.cf.bindKey(fs, "batch", "train.batch_size", "views a step renders and back-propagates (one Adam update of their mean gradient)")
 	o.cf.bindKey(fs, "gpus", "train.gpus", "GPUs of the host sharing each step's batch (data-parallel; needs --batch >= --gpus)")
+	o.cf.bindKey(fs, "shard", "train.shard", "give each of the --gpus GPUs a share of the Gaussians instead of the whole scene (for scenes larger than one GPU holds)")
 	o.cf.bindKey(fs, "bin-mode", "raster.bin_mode", "tile binning: gpu-conic, gpu-radius-aabb or cpu-conic")
 	fs.StringVar(&o.resume, "resume", "", "resume from a checkpoint (its config is the base; flags still override)")
 	fs.StringVar(&o.profile, "cpuprofile", "", "write a Go CPU profile of the training loop to this file")

@@ -169,10 +169,17 @@ func NewEngine(c *config.Config, g *splat.Gaussians, notice func(string)) (engin
 	if err != nil {
 		return nil, err
 	}
-	if c.Train.GPUs > 1 {
+	if c.Train.GPUs > 1 || c.Train.Shard {
 		kind := string(c.Train.Device)
 		if c.Train.Device == config.DeviceAuto {
 			kind = gpu.KindCUDA
+		}
+		if c.Train.Shard {
+			eng, err := newShardedEngine(kind, c.Train.GPUs, set, g, notice)
+			if err != nil {
+				return nil, fmt.Errorf("app: train.shard over %d GPUs: %w", c.Train.GPUs, err)
+			}
+			return eng, nil
 		}
 		eng, err := newMultiEngine(kind, c.Train.GPUs, set, g, notice)
 		if err != nil {
@@ -246,6 +253,26 @@ func newMultiEngine(kind string, n int, set engine.Settings, g *splat.Gaussians,
 	return e, nil
 }
 
+// newShardedEngine opens n devices of kind and shards the scene over them (multi.Sharded), its
+// splats first put in Morton order so that each GPU's share is a compact region; the records
+// travel as NewExchanger says.
+func newShardedEngine(kind string, n int, set engine.Settings, g *splat.Gaussians, notice func(string)) (engine.Engine, error) {
+	devs, err := OpenDevices(kind, n)
+	if err != nil {
+		return nil, err
+	}
+	var opts []fused.Option
+	if notice != nil {
+		opts = append(opts, fused.WithNotice(notice))
+	}
+	g = splat.Gather(g, multi.MortonOrder(g))
+	e, err := multi.NewSharded(devs, NewExchanger(kind, n, notice), set, g, true, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoGPU, err)
+	}
+	return e, nil
+}
+
 // OpenDevices opens n devices of kind: CUDA ordinals 0..n-1, or n host emulators. The error
 // wraps ErrNoGPU and names the device that did not open; none stays open then.
 func OpenDevices(kind string, n int) ([]gpu.Device, error) {
@@ -273,22 +300,46 @@ func OpenDevices(kind string, n int) ([]gpu.Device, error) {
 // (said through notice, with why).
 func NewReducer(kind string, n int, notice func(string)) multi.Reducer {
 	if kind == gpu.KindCUDA {
-		lib, err := nccl.Open(os.Getenv)
+		red, err := withNCCL(n, multi.NewNCCLReducer)
 		if err == nil {
-			ords := make([]int, n)
-			for k := range ords {
-				ords[k] = k
-			}
-			var red *multi.NCCLReducer
-			if red, err = multi.NewNCCLReducer(lib, ords); err == nil {
-				return red
-			}
+			return red
 		}
 		if notice != nil {
 			notice(fmt.Sprintf("no NCCL (%s): the %d GPUs sum their gradients through the host, which is slow", firstLine(err), n))
 		}
 	}
 	return multi.NewHostReducer(n)
+}
+
+// NewExchanger returns the exchange of a sharded scene's records for n ranks on devices of
+// kind: NCCL's point-to-point calls when the devices are CUDA ones and libnccl.so.2 loads and
+// makes the communicators, else the host's (said through notice, with why).
+func NewExchanger(kind string, n int, notice func(string)) multi.Exchanger {
+	if kind == gpu.KindCUDA {
+		x, err := withNCCL(n, multi.NewNCCLExchanger)
+		if err == nil {
+			return x
+		}
+		if notice != nil {
+			notice(fmt.Sprintf("no NCCL (%s): the %d GPUs exchange their splats through the host, which is slow", firstLine(err), n))
+		}
+	}
+	return multi.NewHostExchanger(n)
+}
+
+// withNCCL loads libnccl.so.2 and makes, with mk, NCCL's communicators over CUDA devices
+// 0..n-1; the error says why it could not.
+func withNCCL[T any](n int, mk func(*nccl.Lib, []int) (T, error)) (T, error) {
+	lib, err := nccl.Open(os.Getenv)
+	if err != nil {
+		var none T
+		return none, err
+	}
+	ords := make([]int, n)
+	for k := range ords {
+		ords[k] = k
+	}
+	return mk(lib, ords)
 }
 
 // firstLine is the first line of an error's message: the device layer joins

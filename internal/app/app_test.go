@@ -2,11 +2,15 @@ package app
 
 import (
 	"errors"
+	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/rlxsplat/rlxsplat/internal/config"
+	"github.com/rlxsplat/rlxsplat/internal/gpu"
+	"github.com/rlxsplat/rlxsplat/internal/multi"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
 
@@ -82,4 +86,45 @@ func TestNewEngineAutoFallsBack(t *testing.T) {
 	if len(notes) != 1 || !strings.Contains(notes[0], "cuda: ") || !strings.Contains(notes[0], "metal: ") || !strings.Contains(notes[0], "running on the CPU") {
 		t.Fatalf("notices %q: want one line with each backend's reason", notes)
 	}
+}
+
+// train.shard builds the sharded engine over train.gpus devices (here host emulators), its
+// splats in Morton order; one batch view is enough, as each view is drawn by one GPU.
+func TestNewEngineSharded(t *testing.T) {
+	if d, err := gpu.Open(string(config.DeviceEmu)); err != nil {
+		t.Skipf("no host emulator to shard over (%v)", err)
+	} else {
+		d.Close()
+	}
+	c, err := config.Defaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Train.Device, c.Train.GPUs, c.Train.Shard = config.DeviceEmu, 2, true
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	g := splat.New(50)
+	for i := range g.Means {
+		g.Means[i] = float32(rng.Float64()*4 - 2)
+	}
+	eng, err := NewEngine(c, g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	s, ok := eng.(*multi.Sharded)
+	if !ok || s.Ranks() != 2 {
+		t.Fatalf("engine %q (%T), want the sharded engine over 2 ranks", eng.Name(), eng)
+	}
+	got, err := eng.Gaussians()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := splat.Gather(g, multi.MortonOrder(g)); !slices.Equal(got.Means, want.Means) {
+		t.Fatal("the sharded scene is not the scene in Morton order")
+	}
+	lo, hi := s.Range(1)
+	t.Logf("%s: rank 1 owns [%d, %d)", eng.Name(), lo, hi)
 }

@@ -326,6 +326,9 @@ type Train struct {
 	// GPUs is the number of GPUs of the host that share each step's batch (data-parallel,
 	// gradients summed with NCCL); 1 = one GPU.
 	GPUs int `yaml:"gpus"`
+	// Shard gives each GPU a share of the Gaussians (Gaussian sharding, docs/sharding.md) in
+	// place of the whole scene: memory per GPU falls with the GPUs, for scenes past one GPU's.
+	Shard bool `yaml:"shard"`
 }
 
 // Export formats (output.formats).

@@ -507,10 +507,10 @@ func TestDefaultYAMLDocumentsEveryKey(t *testing.T) {
 
 func TestKeysDefaultType(t *testing.T) {
 	keys := Keys()
-	// data 8, init 7, model 6, raster 3, loss 2, optim 14, densify 13,
-	// mcmc 8, train 17, output 2.
-	if len(keys) != 82 {
-		t.Errorf("%d keys, want 82", len(keys))
+	// data 8, init 7, model 6, raster 3, loss 2, optim 14, densify 15,
+	// mcmc 9, train 17, output 2.
+	if len(keys) != 83 {
+		t.Errorf("%d keys, want 83", len(keys))
 	}
 	if keys[0] != "data.dir" || keys[len(keys)-1] != "output.formats" {
 		t.Errorf("key order: first %s, last %s", keys[0], keys[len(keys)-1])

@@ -231,11 +231,17 @@ func (c *Config) problems() []error {
 	}
 	k.floatIn("train.steps_scale", t.StepsScale, 0, 1000, true, false)
 	k.atLeast("train.gpus", t.GPUs, 1, "")
-	if t.GPUs > 1 && t.BatchSize < t.GPUs {
+	if t.GPUs > 1 && t.BatchSize < t.GPUs && !t.Shard { // sharded, each view is drawn by one GPU in turn
 		k.add("train.gpus", "%d is out of range: each GPU takes at least one view of a step's batch (train.batch_size %d)", t.GPUs, t.BatchSize)
 	}
 	if t.GPUs > 1 && (t.Device == DeviceCPU || t.Device == DeviceMetal || t.Device == DeviceMetalEmu) {
 		k.add("train.gpus", "%d GPUs need train.device cuda (or auto, or emu for checking), not %s", t.GPUs, t.Device)
+	}
+	if t.Shard && (t.Device == DeviceCPU || t.Device == DeviceMetal || t.Device == DeviceMetalEmu) {
+		k.add("train.shard", "needs train.device cuda (or auto, or emu for checking), not %s", t.Device)
+	}
+	if t.Shard && c.Densify.Strategy == StrategyMCMC {
+		k.add("train.shard", "does not run densify.strategy mcmc yet: its relocations draw over the whole scene and copy splats across GPUs")
 	}
 
 	if strings.TrimSpace(c.Output.Dir) == "" {

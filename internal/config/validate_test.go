@@ -138,6 +138,10 @@ func TestValidate(t *testing.T) {
 		{"gpus 2 batch 1", func(c *Config) { c.Train.GPUs = 2 }, "train.gpus: 2 is out of range: each GPU takes at least one view of a step's batch (train.batch_size 1)"},
 		{"gpus 2 batch 4", func(c *Config) { c.Train.GPUs, c.Train.BatchSize = 2, 4 }, ""},
 		{"gpus 2 cpu", func(c *Config) { c.Train.GPUs, c.Train.BatchSize, c.Train.Device = 2, 2, DeviceCPU }, "train.gpus: 2 GPUs need train.device cuda (or auto, or emu for checking), not cpu"},
+		{"shard on one gpu", func(c *Config) { c.Train.Shard = true }, ""},
+		{"shard on 2 gpus batch 1", func(c *Config) { c.Train.Shard, c.Train.GPUs = true, 2 }, ""},
+		{"shard cpu", func(c *Config) { c.Train.Shard, c.Train.Device = true, DeviceCPU }, "train.shard: needs train.device cuda (or auto, or emu for checking), not cpu"},
+		{"shard mcmc", func(c *Config) { c.Train.Shard, c.Densify.Strategy = true, StrategyMCMC }, "train.shard: does not run densify.strategy mcmc yet"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
