@@ -22,6 +22,16 @@
 // zero_rows: one thread per element t < 59·count, row j = t mod count of field element
 //   k = t / count: zeroes every value of splat rows[j] (the moments of a rewritten splat).
 //   buf [59·n] f32, rows [count] i32 < n.
+//
+// Gaussian sharding moves whole rows between ranks (fused.Engine's ExportRows, InsertRows,
+// WriteRows): a row block is gather_rows's layout of the rows sent, and the receiver puts it
+// back with
+// put_rows: one thread per element t < 59·count of the block's packed layout of count rows,
+//   in layout order as gather_rows (field_at: neighbouring threads read neighbouring words of
+//   the block and write a destination splat's field whole): the element of block row j goes
+//   to splat rows[j] of dst, the packed layout of n splats. Rows must not repeat: two block
+//   rows would race for one splat's words. src [59·count] f32, dst [59·n] f32 (distinct
+//   buffers), rows [count] i32 < n.
 #include "prelude.h"
 #include "common.h"
 #include "entries/edit.h"
@@ -96,4 +106,14 @@ DEVICE void zero_rows_body(Thr th, zero_rows_args a)
     u32 off, width, comp;
     field_of(k, off, width, comp);
     a.buf[off * a.n + (u32)a.rows[j] * width + comp] = 0.0f;
+}
+
+DEVICE void put_rows_body(Thr th, put_rows_args a)
+{
+    u32 count = a.count;
+    u32 t = th.bid * th.bdim + th.tid;
+    if (t >= PARAM_FLOATS * count) return;
+    u32 off, width, j, comp;
+    field_at(t, count, off, width, j, comp);
+    a.dst[off * a.n + (u32)a.rows[j] * width + comp] = a.src[t];
 }

@@ -77,6 +77,7 @@ type Engine struct {
 	hitMask  gpu.Buffer // bin.cu: each small box's tiles hit
 	editSrc  gpu.Buffer // edit.cu: the plan's source splat per new splat
 	recs     gpu.Buffer // shard.cu: the records PackVisible wrote
+	rowBlock gpu.Buffer // rows.go: the row block ExportRows wrote
 	gradRecs gpu.Buffer // shard.cu: the gradient records RenderRecordsBackward wrote
 	// packed is the view the last PackVisible projected and packed, while the projection it
 	// left (valid, radius, the scanned flags) and the splats are still those it packed; nil
@@ -600,14 +601,22 @@ func (e *Engine) upload(g, m, v *splat.Gaussians, step int64, st *engine.Stats) 
 	if st == nil {
 		return e.ResetStats()
 	}
+	if err := e.uploadStats(st); err != nil {
+		return fmt.Errorf("fused: %w", err)
+	}
+	return nil
+}
+
+// uploadStats writes st over the statistics of splats 0..len(st.Count)−1.
+func (e *Engine) uploadStats(st *engine.Stats) error {
 	if err := gpu.UploadF32(e.dev, e.statAccum, st.GradAccum); err != nil {
-		return fmt.Errorf("fused: upload statistics: %w", err)
+		return fmt.Errorf("upload statistics: %w", err)
 	}
 	if err := gpu.UploadSlice(e.dev, e.statCount, 0, st.Count); err != nil {
-		return fmt.Errorf("fused: upload statistics: %w", err)
+		return fmt.Errorf("upload statistics: %w", err)
 	}
 	if err := gpu.UploadF32(e.dev, e.statMaxRadius, st.MaxRadius); err != nil {
-		return fmt.Errorf("fused: upload statistics: %w", err)
+		return fmt.Errorf("upload statistics: %w", err)
 	}
 	return nil
 }
@@ -690,16 +699,24 @@ func (e *Engine) StatsInto(dst *engine.Stats) error {
 	if err := e.idle("stats"); err != nil {
 		return err
 	}
+	if err := e.downloadStats(dst); err != nil {
+		return fmt.Errorf("fused: %w", err)
+	}
+	return nil
+}
+
+// downloadStats reads the statistics of the engine's splats into dst's arrays.
+func (e *Engine) downloadStats(dst *engine.Stats) error {
 	n := e.n
 	dst.GradAccum, dst.Count, dst.MaxRadius = engine.Resize(dst.GradAccum, n), engine.Resize(dst.Count, n), engine.Resize(dst.MaxRadius, n)
 	if err := gpu.DownloadF32(e.dev, dst.GradAccum, e.statAccum); err != nil {
-		return fmt.Errorf("fused: download statistics: %w", err)
+		return fmt.Errorf("download statistics: %w", err)
 	}
 	if err := gpu.DownloadSlice(e.dev, dst.Count, e.statCount, 0); err != nil {
-		return fmt.Errorf("fused: download statistics: %w", err)
+		return fmt.Errorf("download statistics: %w", err)
 	}
 	if err := gpu.DownloadF32(e.dev, dst.MaxRadius, e.statMaxRadius); err != nil {
-		return fmt.Errorf("fused: download statistics: %w", err)
+		return fmt.Errorf("download statistics: %w", err)
 	}
 	return nil
 }
@@ -911,7 +928,7 @@ func (e *Engine) release() error {
 	e.targets = nil
 	bufs := []gpu.Buffer{e.params, e.grads, e.adamM, e.adamV, e.valid, e.depth, e.opacity, e.color, e.mean2d,
 		e.conic, e.rayU, e.rayA, e.rayHalf, e.boundCenter, e.boundQ, e.rect, e.radius, e.pg, e.grad2d, e.bigList, e.bigOff, e.bigBits, e.editSrc, e.statAccum,
-		e.statCount, e.statMaxRadius, e.counts, e.visFlags, e.depthKeys, e.order, e.depthKeysTmp, e.orderTmp, e.ranked, e.rankOf, e.hitMask, e.recs, e.gradRecs, e.keys, e.ids, e.keysTmp, e.idsTmp, e.hist, e.tileOffsets, e.tileOrder, e.segCont, e.segItems, e.segState, e.segCount,
+		e.statCount, e.statMaxRadius, e.counts, e.visFlags, e.depthKeys, e.order, e.depthKeysTmp, e.orderTmp, e.ranked, e.rankOf, e.hitMask, e.recs, e.rowBlock, e.gradRecs, e.keys, e.ids, e.keysTmp, e.idsTmp, e.hist, e.tileOffsets, e.tileOrder, e.segCont, e.segItems, e.segState, e.segCount,
 		e.tileWalk, e.chunkStart, e.chunkTile, e.chunkState,
 		e.image, e.finalT, e.count, e.dImage, e.rays, e.dmap, e.partAbs, e.partSq, e.partSSIM,
 		e.readouts[0], e.readouts[1], e.dummy, e.vis, e.seen, e.gradsSum, e.seenSum}

@@ -32,9 +32,18 @@ struct zero_rows_args {
     u32 count;
 };
 
+struct put_rows_args {
+    const GPTR float* src;
+    GPTR float* dst;
+    const GPTR i32* rows;
+    u32 n;
+    u32 count;
+};
+
 DEVICE void gather_rows_body(Thr th, gather_rows_args a);
 DEVICE void scatter_shapes_body(Thr th, scatter_shapes_args a);
 DEVICE void zero_rows_body(Thr th, zero_rows_args a);
+DEVICE void put_rows_body(Thr th, put_rows_args a);
 
 #if defined(RLX_BACKEND_CUDA)
 
@@ -57,6 +66,13 @@ extern "C" __global__ void zero_rows(GPTR float* buf, u32 n, const GPTR i32* row
     const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
     const zero_rows_args a = {buf, n, rows, count};
     zero_rows_body(th, a);
+}
+
+extern "C" __global__ void put_rows(const GPTR float* src, GPTR float* dst, const GPTR i32* rows, u32 n, u32 count)
+{
+    const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
+    const put_rows_args a = {src, dst, rows, n, count};
+    put_rows_body(th, a);
 }
 
 #elif defined(RLX_BACKEND_METAL)
@@ -114,6 +130,23 @@ kernel void zero_rows(device float* buf [[buffer(0)]],
     zero_rows_body(th, a);
 }
 
+kernel void put_rows(device const float* src [[buffer(0)]],
+    device float* dst [[buffer(1)]],
+    device const i32* rows [[buffer(2)]],
+    constant u32& n [[buffer(3)]],
+    constant u32& count [[buffer(4)]],
+    uint rlx_tid [[thread_position_in_threadgroup]],
+    uint rlx_bid [[threadgroup_position_in_grid]],
+    uint rlx_bdim [[threads_per_threadgroup]],
+    uint rlx_nblocks [[threadgroups_per_grid]],
+    uint rlx_lane [[thread_index_in_simdgroup]],
+    uint rlx_warp [[simdgroup_index_in_threadgroup]])
+{
+    const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
+    const put_rows_args a = {src, dst, rows, n, count};
+    put_rows_body(th, a);
+}
+
 #elif defined(RLX_BACKEND_EMU)
 
 extern "C" void emu_launch_gather_rows(const u32* dims, void** args)
@@ -137,6 +170,14 @@ extern "C" void emu_launch_zero_rows(const u32* dims, void** args)
     const zero_rows_args a = {*(GPTR float* const*)args[0], *(u32 const*)args[1], *(const GPTR i32* const*)args[2], *(u32 const*)args[3]};
     emu::launch_body(dims, [&](Thr th) {
         zero_rows_body(th, a);
+    });
+}
+
+extern "C" void emu_launch_put_rows(const u32* dims, void** args)
+{
+    const put_rows_args a = {*(const GPTR float* const*)args[0], *(GPTR float* const*)args[1], *(const GPTR i32* const*)args[2], *(u32 const*)args[3], *(u32 const*)args[4]};
+    emu::launch_body(dims, [&](Thr th) {
+        put_rows_body(th, a);
     });
 }
 

@@ -732,6 +732,15 @@ type ZeroRowsArgs struct {
 	Count uint32
 }
 
+// PutRowsArgs are the parameters of put_rows (shaders/edit.cu), in the kernel's order.
+type PutRowsArgs struct {
+	Src   Buf // read: f32
+	Dst   Buf // written: f32
+	Rows  Buf // read: i32
+	N     uint32
+	Count uint32
+}
+
 // McmcNoiseArgs are the parameters of mcmc_noise (shaders/mcmc.cu), in the kernel's order.
 type McmcNoiseArgs struct {
 	Params  Buf // written: f32
@@ -878,6 +887,7 @@ type EngineKernels struct {
 	gatherRows      gpu.Kernel
 	scatterShapes   gpu.Kernel
 	zeroRows        gpu.Kernel
+	putRows         gpu.Kernel
 	mcmcNoise       gpu.Kernel
 	packFlags       gpu.Kernel
 	packVisible     gpu.Kernel
@@ -901,7 +911,7 @@ func LoadEngineKernels(dev gpu.Device) (*EngineKernels, error) {
 		{"raster_bwd.cu", []entry{{"raster_bwd_chunks", &k.rasterBwdChunks}, {"raster_bwd_ewa", &k.rasterBwdEwa}, {"raster_bwd_ray", &k.rasterBwdRay}}},
 		{"project_bwd.cu", []entry{{"project_bwd", &k.projectBwd}}},
 		{"adam.cu", []entry{{"adam_step", &k.adamStep}, {"opacity_reset", &k.opacityReset}}},
-		{"edit.cu", []entry{{"gather_rows", &k.gatherRows}, {"scatter_shapes", &k.scatterShapes}, {"zero_rows", &k.zeroRows}}},
+		{"edit.cu", []entry{{"gather_rows", &k.gatherRows}, {"scatter_shapes", &k.scatterShapes}, {"zero_rows", &k.zeroRows}, {"put_rows", &k.putRows}}},
 		{"mcmc.cu", []entry{{"mcmc_noise", &k.mcmcNoise}}},
 		{"shard.cu", []entry{{"pack_flags", &k.packFlags}, {"pack_visible", &k.packVisible}, {"unpack", &k.unpack}, {"pack_grads", &k.packGrads}, {"scatter_grads", &k.scatterGrads}}},
 	}
@@ -1410,6 +1420,17 @@ func (k *EngineKernels) ZeroRows(grid, block gpu.Dim3, a ZeroRowsArgs) error {
 	return l.run(k.dev, k.zeroRows)
 }
 
+// PutRows launches put_rows (shaders/edit.cu) on a grid of grid blocks of block threads.
+func (k *EngineKernels) PutRows(grid, block gpu.Dim3, a PutRowsArgs) error {
+	l := newLaunch("put_rows", grid, block, 0, 0, 5)
+	l.buf("src", a.Src, 4)
+	l.buf("dst", a.Dst, 4)
+	l.buf("rows", a.Rows, 4)
+	l.u32(a.N)
+	l.u32(a.Count)
+	return l.run(k.dev, k.putRows)
+}
+
 // McmcNoise launches mcmc_noise (shaders/mcmc.cu) on a grid of grid blocks of block threads.
 func (k *EngineKernels) McmcNoise(grid, block gpu.Dim3, a McmcNoiseArgs) error {
 	l := newLaunch("mcmc_noise", grid, block, 0, 0, 7)
@@ -1600,6 +1621,7 @@ var Kernels = []KernelInfo{
 	{Name: "gather_rows", Unit: "edit.cu", Params: 7, InlineBytes: 40, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "scatter_shapes", Unit: "edit.cu", Params: 6, InlineBytes: 40, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "zero_rows", Unit: "edit.cu", Params: 4, InlineBytes: 24, SharedBytes: 0, Block: 0, MaxThreads: 0},
+	{Name: "put_rows", Unit: "edit.cu", Params: 5, InlineBytes: 32, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "mcmc_noise", Unit: "mcmc.cu", Params: 7, InlineBytes: 36, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "pack_flags", Unit: "shard.cu", Params: 3, InlineBytes: 20, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "pack_visible", Unit: "shard.cu", Params: 18, InlineBytes: 132, SharedBytes: 0, Block: 0, MaxThreads: 0},

@@ -324,6 +324,7 @@ var Units = []Unit{
 		{Name: "scatter_shapes", Params: []Param{out("params", F32), sc("n", U32), in("rows", I32), in("logits", F32),
 			in("logScales", F32), sc("count", U32)}},
 		{Name: "zero_rows", Params: []Param{out("buf", F32), sc("n", U32), in("rows", I32), sc("count", U32)}},
+		{Name: "put_rows", Params: []Param{in("src", F32), out("dst", F32), in("rows", I32), sc("n", U32), sc("count", U32)}},
 	}},
 	{Name: "mcmc", Set: "Engine", Kernels: []Kernel{
 		{Name: "mcmc_noise", Params: []Param{out("params", F32), sc("n", U32), sc("scale", F32), sc("seedLo", U32),
