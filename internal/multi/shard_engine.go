@@ -7,6 +7,7 @@ import (
 
 	"github.com/rlxsplat/rlxsplat/internal/camera"
 	"github.com/rlxsplat/rlxsplat/internal/engine"
+	"github.com/rlxsplat/rlxsplat/internal/fused"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
 
@@ -164,7 +165,8 @@ func (s *Sharded) splitEdit(ed engine.Edit) ([]engine.Edit, error) {
 // share), and the statistics are zeroed, as one engine's Apply does. The scene is one engine's
 // after ed up to the order of its splats: one engine puts every new splat after all the kept
 // ones, here each follows its owner's kept splats, and global ids are renumbered rank by rank.
-// An edit that would leave an owner no splat is refused before any owner applies its share.
+// Then, if the shares have drifted apart, rows move to even them (rebalance). An edit that
+// would leave an owner no splat is refused before any owner applies its share.
 func (s *Sharded) Apply(ed engine.Edit) error {
 	edits, err := s.splitEdit(ed)
 	if err != nil {
@@ -187,7 +189,62 @@ func (s *Sharded) Apply(ed engine.Edit) error {
 		return rk.eng.Apply(e)
 	})
 	s.renumber() // whatever failed, the ranges follow what the owners now hold
-	return err
+	if err != nil {
+		return err
+	}
+	return s.rebalance()
+}
+
+// rebalanceSlack is how far the largest share may exceed the smallest before rows move: the
+// design's 10 %, so that a refinement's growth, which differs from region to region, moves rows
+// only every few refinements.
+const rebalanceSlack = 0.10
+
+// rebalance evens the shares when the largest exceeds the smallest by more than rebalanceSlack,
+// to Shares(Len, Ranks), by moving the boundaries between neighbouring ranks: a rank above its
+// share up to a boundary hands its last rows to the next rank, which puts them before its own
+// (fused.InsertRows at 0), and one below takes the next rank's first rows after its own. So no
+// splat's place in the global order changes: a clone still follows its source, whose depth it
+// ties, wherever the two now live. Each move is one round of the exchanger (the sender's row
+// block: parameters and moments, fused.ExportRows); a move gives at most all but one of the
+// sender's rows, so an uneven chain may take a few sweeps over the boundaries. It runs after an
+// edit, whose statistics are zero, so that the moved rows' statistics, which start at zero on
+// their new owner, lose nothing.
+func (s *Sharded) rebalance() error {
+	least, most := s.ranks[0].hi-s.ranks[0].lo, 0
+	for _, rk := range s.ranks {
+		least, most = min(least, rk.hi-rk.lo), max(most, rk.hi-rk.lo)
+	}
+	if float64(most) <= float64(least)*(1+rebalanceSlack) {
+		return nil
+	}
+	want := Shares(s.Len(), len(s.ranks))
+	for sweep := 0; ; sweep++ {
+		moved := false
+		for b := 0; b+1 < len(s.ranks); b++ {
+			left, right := s.ranks[b], s.ranks[b+1]
+			switch over := left.hi - want[b][1]; {
+			case over > 0:
+				rows := min(over, left.hi-left.lo-1)
+				if err := s.moveRows(b, b+1, rows); err != nil {
+					return err
+				}
+				moved = moved || rows > 0
+			case over < 0:
+				rows := min(-over, right.hi-right.lo-1)
+				if err := s.moveRows(b+1, b, rows); err != nil {
+					return err
+				}
+				moved = moved || rows > 0
+			}
+		}
+		if !moved {
+			return nil
+		}
+		if sweep > len(s.ranks) {
+			return fmt.Errorf("multi: sharded: rebalancing: ranges %v after %d sweeps, want %v", s.Ranges(), sweep, want)
+		}
+	}
 }
 
 // renumber sets the ranks' ranges of global ids from the splats each holds now.
@@ -197,6 +254,69 @@ func (s *Sharded) renumber() {
 		rk.lo, rk.hi = lo, lo+rk.eng.Len()
 		lo = rk.hi
 	}
+}
+
+// Ranges is each rank's range of global ids, [lo, hi), in rank order.
+func (s *Sharded) Ranges() [][2]int {
+	out := make([][2]int, len(s.ranks))
+	for r, rk := range s.ranks {
+		out[r] = [2]int{rk.lo, rk.hi}
+	}
+	return out
+}
+
+// moveRows moves rows splats from rank from to its neighbour to: its last rows to the next
+// rank's front, or its first rows to the previous rank's end.
+func (s *Sharded) moveRows(from, to, rows int) error {
+	if rows <= 0 {
+		return nil
+	}
+	n := len(s.ranks)
+	src, dst := s.ranks[from], s.ranks[to]
+	have := src.hi - src.lo
+	first, keepLo, keepHi, at := have-rows, 0, have-rows, 0 // rightwards: the tail, to the front
+	if to < from {
+		first, keepLo, keepHi, at = 0, rows, have, dst.hi-dst.lo // leftwards: the head, to the end
+	}
+	fail := func(err error) error {
+		return fmt.Errorf("multi: sharded: rebalancing %d rows from rank %d to rank %d: %w", rows, from, to, err)
+	}
+	idx := make([]int32, rows)
+	for j := range idx {
+		idx[j] = int32(first + j)
+	}
+	block, err := src.eng.ExportRows(idx)
+	if err != nil {
+		return fail(err)
+	}
+	if err := grow(dst, &dst.recsIn, rows*fused.RowWords); err != nil {
+		return fail(err)
+	}
+	if err := s.parallel("rebalance", func(r int, rk *shardRank) error {
+		x := &Exchange{Send: rk.none, SendCounts: make([]int, n), Recv: rk.none}
+		switch r {
+		case from:
+			x.Send, x.SendCounts[to] = block, rows*fused.RowWords
+		case to:
+			x.Recv, x.RecvCap = dst.recsIn, rows*fused.RowWords
+		}
+		if err := s.x.Exchange(r, rk.dev, x); err != nil {
+			return err
+		}
+		got := make([]int, n)
+		if r == to {
+			got[from] = rows
+		}
+		return checkRecvCounts(x.RecvCounts, got, fused.RowWords, true, "rows")
+	}); err != nil {
+		return fail(err)
+	}
+	err = errors.Join(dst.eng.InsertRows(dst.recsIn, rows, at), src.eng.KeepRows(keepLo, keepHi))
+	s.renumber()
+	if err != nil {
+		return fail(err)
+	}
+	return nil
 }
 
 // Relocate is MCMC's move, which sharding does not run yet (docs/sharding.md): its sources

@@ -177,6 +177,47 @@ func TestShardedEngineMatchesOneEngine(t *testing.T) {
 			steps("after the edit", 3)
 			states("steps after the edit")
 
+			// Edits that leave the shares uneven, so that rows move between the ranks: rank 0
+			// loses two fifths of its splats; then the last rank clones half of its own.
+			drop := func() engine.Edit {
+				lo, hi := s.Range(0)
+				ed := engine.Edit{Remove: make([]bool, s.Len())}
+				for i := lo; i < lo+(hi-lo)*2/5; i++ {
+					ed.Remove[i] = true
+				}
+				return ed
+			}
+			grow := func() engine.Edit {
+				lo, hi := s.Range(c.ranks - 1)
+				var ed engine.Edit
+				for i := lo; i < hi; i += 2 {
+					ed.Clone = append(ed.Clone, int32(i))
+				}
+				return ed
+			}
+			for k, edit := range []func() engine.Edit{drop, grow} {
+				ed := edit()
+				// One engine's order of the same splats: the indices in its own layout.
+				if err := applyOnOne(one, s, ed); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Apply(ed); err != nil {
+					t.Fatal(err)
+				}
+				least, most := s.Len(), 0
+				for r := range c.ranks {
+					lo, hi := s.Range(r)
+					least, most = min(least, hi-lo), max(most, hi-lo)
+				}
+				if float64(most) > float64(least)*(1+rebalanceSlack) {
+					t.Errorf("uneven edit %d: shares %v not rebalanced", k, s.Ranges())
+				}
+				what := fmt.Sprintf("uneven edit %d", k)
+				states(what)
+				steps(what, 2)
+				states(what + " and steps")
+			}
+
 			if err := one.ResetOpacity(0.01); err != nil {
 				t.Fatal(err)
 			}
@@ -227,9 +268,57 @@ func TestShardedEngineMatchesOneEngine(t *testing.T) {
 			if math.Float64bits(got.Loss) != math.Float64bits(w.Loss) {
 				t.Errorf("the sharded state on one engine: loss %.9g, on the ranks %.9g", w.Loss, got.Loss)
 			}
-			t.Logf("%d splats over ranks %v, last loss %.6g", s.Len(), rankRanges(s), got.Loss)
+			t.Logf("%d splats over ranks %v, last loss %.6g", s.Len(), s.Ranges(), got.Loss)
 		})
 	}
+}
+
+// applyOnOne applies to one engine the edit ed that s applies in its own order of the same
+// splats: ed's clones and removals mapped from s's order to one's by the splats' bytes (their
+// parameters and moments). Splats with the same bytes (a clone of a splat that was never in
+// view, and its source) are paired in order: they are alike in everything a step reads.
+func applyOnOne(one *fused.Engine, s *Sharded, ed engine.Edit) error {
+	os, err1 := one.State()
+	ss, err2 := s.State()
+	if err := errors.Join(err1, err2); err != nil {
+		return err
+	}
+	key := func(st *engine.State, i int) string {
+		var b bytes.Buffer
+		for _, g := range []*splat.Gaussians{st.Params, st.AdamM, st.AdamV} {
+			for _, f := range g.Fields() {
+				binary.Write(&b, binary.LittleEndian, f.Data[i*f.Width:(i+1)*f.Width])
+			}
+		}
+		return b.String()
+	}
+	at := map[string][]int32{}
+	for i := range os.Params.Len() {
+		k := key(os, i)
+		at[k] = append(at[k], int32(i))
+	}
+	mapped := engine.Edit{}
+	if ed.Remove != nil {
+		mapped.Remove = make([]bool, len(ed.Remove))
+	}
+	for i := range ss.Params.Len() {
+		k := key(ss, i)
+		if len(at[k]) == 0 {
+			return fmt.Errorf("the sharded splat %d is not one of one engine's", i)
+		}
+		j := at[k][0]
+		at[k] = at[k][1:]
+		if ed.Remove != nil {
+			mapped.Remove[j] = ed.Remove[i]
+		}
+		if slices.Contains(ed.Clone, int32(i)) {
+			mapped.Clone = append(mapped.Clone, j)
+		}
+	}
+	if len(ed.Split) > 0 {
+		return errors.New("applyOnOne maps clones and removals only")
+	}
+	return one.Apply(mapped)
 }
 
 // bitsDiffer counts the values of a and b whose bits differ, and any length difference.
@@ -296,5 +385,91 @@ func TestShardedEngineRefusals(t *testing.T) {
 	after, _ := s.Gaussians()
 	if d := differ(before, after); d > 0 || s.Len() != 40 {
 		t.Fatalf("the refused calls changed %d parameters, %d splats", d, s.Len())
+	}
+}
+
+// TestShardedRebalanceKeepsOrder makes the ranks' shares uneven, each by its own edit, and
+// rebalances: the ranges must become Shares' and the scene, read in global order, must be what
+// it was, every splat's parameters, moments and statistics in its place (the boundaries move,
+// the splats do not). A chain whose middle rank holds one splat takes more than one sweep.
+func TestShardedRebalanceKeepsOrder(t *testing.T) {
+	devs := emuDevices(t, 3)
+	// grow[r] > 0 clones rank r's first grow[r] splats (each once); < 0 removes all but -grow[r].
+	for _, c := range []struct {
+		name string
+		grow []int
+		n    int
+	}{
+		{"2 ranks/rank 0 over", []int{90, 0}, 200},
+		{"2 ranks/rank 1 over", []int{0, 90}, 200},
+		{"3 ranks/middle over", []int{0, 95, 0}, 300},
+		{"3 ranks/first over, middle one splat", []int{100, -1, 0}, 300},
+		{"3 ranks/last over, middle one splat", []int{0, -1, 100}, 300},
+		{"3 ranks/first under", []int{-10, 0, 0}, 300},
+		{"3 ranks/within the slack", []int{8, 0, 0}, 300},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ranks := len(c.grow)
+			sc := shardedCase{ranks: ranks, model: prep.EWA, tile: 16, sh: 1, hide: -1, seed: 94}
+			g, vs := shardedScene(sc, c.n, 32, 24)
+			set, o := sc.settings()
+			s, err := NewSharded(devs[:ranks], NewHostExchanger(ranks), set, g, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if _, err := stepWithin(s, vs[0], o); err != nil { // moments to carry
+				t.Fatal(err)
+			}
+			for r, k := range c.grow {
+				var ed engine.Edit
+				switch {
+				case k > 0:
+					for i := range k {
+						ed.Clone = append(ed.Clone, int32(i))
+					}
+				case k < 0:
+					lo, hi := s.Range(r)
+					ed.Remove = make([]bool, hi-lo)
+					for i := -k; i < hi-lo; i++ {
+						ed.Remove[i] = true
+					}
+				}
+				if err := s.ranks[r].eng.Apply(ed); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s.renumber()
+			before, err := s.State()
+			if err != nil {
+				t.Fatal(err)
+			}
+			uneven := s.Ranges()
+			if err := s.rebalance(); err != nil {
+				t.Fatal(err)
+			}
+			after, err := s.State()
+			if err != nil {
+				t.Fatal(err)
+			}
+			least, most := c.n, 0
+			for _, rg := range uneven {
+				least, most = min(least, rg[1]-rg[0]), max(most, rg[1]-rg[0])
+			}
+			want := uneven
+			if float64(most) > float64(least)*(1+rebalanceSlack) {
+				want = Shares(s.Len(), ranks)
+			}
+			if !slices.Equal(s.Ranges(), want) {
+				t.Errorf("ranges %v after rebalancing %v, want %v", s.Ranges(), uneven, want)
+			}
+			d := bitsDiffer(packed(after.Params), packed(before.Params)) + bitsDiffer(packed(after.AdamM), packed(before.AdamM)) +
+				bitsDiffer(packed(after.AdamV), packed(before.AdamV)) + bitsDiffer(after.Stats.GradAccum, before.Stats.GradAccum) +
+				bitsDiffer(after.Stats.MaxRadius, before.Stats.MaxRadius)
+			if d > 0 || !slices.Equal(after.Stats.Count, before.Stats.Count) {
+				t.Errorf("rebalancing %v changed %d values of the scene in global order", uneven, d)
+			}
+			t.Logf("%v → %v", uneven, s.Ranges())
+		})
 	}
 }

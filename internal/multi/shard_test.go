@@ -216,15 +216,6 @@ func compareBits(want, got shardedRun, ranges [][2]int) []string {
 	return problems
 }
 
-// rankRanges is s's ranges of global ids, rank by rank.
-func rankRanges(s *Sharded) [][2]int {
-	out := make([][2]int, s.Ranks())
-	for r := range out {
-		out[r][0], out[r][1] = s.Range(r)
-	}
-	return out
-}
-
 // emuDevices opens n host emulators for a test whose comparisons are to the bit, or skips it.
 func emuDevices(t *testing.T, n int) []gpu.Device {
 	t.Helper()
@@ -255,14 +246,14 @@ func TestShardedStepMatchesOneEngine(t *testing.T) {
 			}
 			defer s.Close()
 			got := trainSharded(t, s, tap, c, o, vs)
-			for _, p := range compareBits(want, got, rankRanges(s)) {
+			for _, p := range compareBits(want, got, s.Ranges()) {
 				t.Error(p)
 			}
 			vis := make([]int, len(got.res))
 			for k, r := range got.res {
 				vis[k] = r.Visible
 			}
-			t.Logf("ranks %v, visible per step %v, final loss %.6g; %.1f s", rankRanges(s), vis, got.res[len(got.res)-1].Loss, time.Since(start).Seconds())
+			t.Logf("ranks %v, visible per step %v, final loss %.6g; %.1f s", s.Ranges(), vis, got.res[len(got.res)-1].Loss, time.Since(start).Seconds())
 		})
 	}
 }
@@ -299,7 +290,7 @@ func TestShardedMutationsFail(t *testing.T) {
 				if !applied {
 					t.Fatal("the mutation found nothing to corrupt")
 				}
-				problems := compareBits(want, got, rankRanges(s))
+				problems := compareBits(want, got, s.Ranges())
 				if len(problems) == 0 {
 					t.Fatalf("mutation %q passes the comparison with one engine", m.name)
 				}
@@ -460,7 +451,7 @@ func TestShardedStepFailures(t *testing.T) {
 			s.next = 0
 			tap.calls = make([]int, ranks)
 			got := trainSharded(t, s, tap, c, o, vs)
-			for _, p := range compareBits(want, got, rankRanges(s)) {
+			for _, p := range compareBits(want, got, s.Ranges()) {
 				t.Error("after the failed step: " + p)
 			}
 		})
@@ -654,7 +645,7 @@ func trainShardedBatch(t *testing.T, devs []gpu.Device, ranks, b int, set engine
 		st, err2 := s.Stats()
 		return p, st, errors.Join(err1, err2)
 	}
-	return trainBatch(t, fmt.Sprintf("%d ranks", ranks), b, vs, step, state), rankRanges(s)
+	return trainBatch(t, fmt.Sprintf("%d ranks", ranks), b, vs, step, state), s.Ranges()
 }
 
 // trainWholeBatch takes the steps with one engine's StepBatch over the whole scene.
