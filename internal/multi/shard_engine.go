@@ -107,54 +107,53 @@ func (s *Sharded) ResetOpacity(maxOpacity float32) error {
 	return s.each("opacity reset", func(rk *shardRank) error { return rk.eng.ResetOpacity(maxOpacity) })
 }
 
-// owner is the rank that owns global id i, or -1 when no rank does.
-func (s *Sharded) owner(i int32) int {
-	r, found := slices.BinarySearchFunc(s.ranks, int(i), func(rk *shardRank, i int) int {
-		switch {
-		case rk.hi <= i:
+// cutEdit cuts ed, in global ids, into each owner's edit in its local ids (rank r owning
+// ranges[r], contiguous and in order): its clones, its splits with their samples, and its
+// share of the removal mask, each in ed's order.
+func cutEdit(ed engine.Edit, ranges [][2]int) ([]engine.Edit, error) {
+	n := ranges[len(ranges)-1][1]
+	owner := func(i int32) int {
+		r, found := slices.BinarySearchFunc(ranges, int(i), func(rg [2]int, i int) int {
+			switch {
+			case rg[1] <= i:
+				return -1
+			case rg[0] > i:
+				return 1
+			}
+			return 0
+		})
+		if !found {
 			return -1
-		case rk.lo > i:
-			return 1
 		}
-		return 0
-	})
-	if !found {
-		return -1
+		return r
 	}
-	return r
-}
-
-// splitEdit cuts ed, in global ids, into each owner's edit in its local ids: its clones, its
-// splits with their samples, and its share of the removal mask, each in ed's order.
-func (s *Sharded) splitEdit(ed engine.Edit) ([]engine.Edit, error) {
-	n := s.Len()
 	if ed.Remove != nil && len(ed.Remove) != n {
 		return nil, fmt.Errorf("multi: sharded: edit: remove mask has %d entries for %d splats", len(ed.Remove), n)
 	}
 	if len(ed.Split) > 0 && (ed.SplitN < 1 || len(ed.SplitSamples) != len(ed.Split)*ed.SplitN*3) {
 		return nil, fmt.Errorf("multi: sharded: edit: %d split samples for %d splits of %d children", len(ed.SplitSamples), len(ed.Split), ed.SplitN)
 	}
-	edits := make([]engine.Edit, len(s.ranks))
-	for r, rk := range s.ranks {
+	edits := make([]engine.Edit, len(ranges))
+	for r, rg := range ranges {
 		edits[r].SplitN, edits[r].SplitScaleDiv = ed.SplitN, ed.SplitScaleDiv
 		if ed.Remove != nil {
-			edits[r].Remove = ed.Remove[rk.lo:rk.hi]
+			edits[r].Remove = ed.Remove[rg[0]:rg[1]]
 		}
 	}
 	for k, i := range ed.Clone {
-		r := s.owner(i)
+		r := owner(i)
 		if r < 0 {
 			return nil, fmt.Errorf("multi: sharded: edit: clone %d: index %d outside 0..%d", k, i, n-1)
 		}
-		edits[r].Clone = append(edits[r].Clone, i-int32(s.ranks[r].lo))
+		edits[r].Clone = append(edits[r].Clone, i-int32(ranges[r][0]))
 	}
 	w := ed.SplitN * 3
 	for k, i := range ed.Split {
-		r := s.owner(i)
+		r := owner(i)
 		if r < 0 {
 			return nil, fmt.Errorf("multi: sharded: edit: split %d: index %d outside 0..%d", k, i, n-1)
 		}
-		edits[r].Split = append(edits[r].Split, i-int32(s.ranks[r].lo))
+		edits[r].Split = append(edits[r].Split, i-int32(ranges[r][0]))
 		edits[r].SplitSamples = append(edits[r].SplitSamples, ed.SplitSamples[k*w:(k+1)*w]...)
 	}
 	return edits, nil
@@ -168,7 +167,7 @@ func (s *Sharded) splitEdit(ed engine.Edit) ([]engine.Edit, error) {
 // Then, if the shares have drifted apart, rows move to even them (rebalance). An edit that
 // would leave an owner no splat is refused before any owner applies its share.
 func (s *Sharded) Apply(ed engine.Edit) error {
-	edits, err := s.splitEdit(ed)
+	edits, err := cutEdit(ed, s.Ranges())
 	if err != nil {
 		return err
 	}
