@@ -5,7 +5,8 @@
 // adam_grad, engine.RegularizerGrads's twin.)
 //
 // mcmc_noise: one thread per splat i < n, after Adam: mean += Σ·ε·(gate(o)·scale), ε_a =
-//   normal32(normal_key(seed, step, i, a)), gate(o) = σ(100·((1 − o) − 0.995)), Σ = R S Sᵀ Rᵀ
+//   normal32(normal_key(seed, step, base + i, a)) (base: the engine's first splat's id in a
+//   scene sharded over several, engine.MCMCStep.Base; 0 otherwise), gate(o) = σ(100·((1 − o) − 0.995)), Σ = R S Sᵀ Rᵀ
 //   from the normalised quaternion and exp(log s); a splat whose gate·scale is 0 or whose
 //   quaternion is zero or not finite stays in place. params [59·n] f32. Nothing runs when
 //   readout[RO_ABORT] or readout[RO_PEER] (adam.cu) is set: the step runs again once its lists have grown, and the noise,
@@ -25,7 +26,7 @@ DEVICE void mcmc_noise_body(Thr th, mcmc_noise_args a)
     float f = mul_rn(gate, a.scale);
     if (f == 0.0f) return; // an opaque splat (engine.PerturbMeans skips it too)
     float e[3];
-    for (u32 c = 0u; c < 3u; c++) e[c] = mul_rn(normal32(normal_key(a.seedLo, a.seedHi, a.step, i, c)), f);
+    for (u32 c = 0u; c < 3u; c++) e[c] = mul_rn(normal32(normal_key(a.seedLo, a.seedHi, a.step, a.base + i, c)), f);
     const GPTR float* q = p + OFF_QUATS(n) + 4u * i;
     float nn = mul_rn(q[0], q[0]) + mul_rn(q[1], q[1]);
     nn = nn + mul_rn(q[2], q[2]);

@@ -240,9 +240,6 @@ func (c *Config) problems() []error {
 	if t.Shard && (t.Device == DeviceCPU || t.Device == DeviceMetal || t.Device == DeviceMetalEmu) {
 		k.add("train.shard", "needs train.device cuda (or auto, or emu for checking), not %s", t.Device)
 	}
-	if t.Shard && c.Densify.Strategy == StrategyMCMC {
-		k.add("train.shard", "does not run densify.strategy mcmc yet: its relocations draw over the whole scene and copy splats across GPUs")
-	}
 
 	if strings.TrimSpace(c.Output.Dir) == "" {
 		k.add("output.dir", "is empty: want a directory")

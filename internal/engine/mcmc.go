@@ -30,14 +30,24 @@ type MCMCStep struct {
 	// unseen) takes learning-rate-sized steps from the regularisers' gradients alone (opacity:
 	// at most 0.01/n·¼, 2.5e-9 at a million splats).
 	RegInView bool
+	// Scene and Base place an engine's splats in a scene it holds a share of (Gaussian
+	// sharding, internal/multi): the regularisers' means are over Scene splats (0: the
+	// engine's own count) and splat i's noise is keyed by Base + i, its id in the whole scene.
+	// Both zero for an engine holding the whole scene.
+	Scene int
+	Base  uint32
 }
 
 // Active says whether any term is on.
 func (m MCMCStep) Active() bool { return m.OpacityReg != 0 || m.ScaleReg != 0 || m.NoiseScale != 0 }
 
-// RegCoeffs are the per-element gradient weights of the regularisers for n splats: the means
-// divide by n (opacity) and 3n (scales), in float32; a device engine passes them to its kernel.
+// RegCoeffs are the per-element gradient weights of the regularisers for an engine of n
+// splats: the means divide by the scene's count (m.Scene, or n when 0) for the opacities and
+// three times it for the scales, in float32; a device engine passes them to its kernel.
 func RegCoeffs(m MCMCStep, n int) (co, cs float32) {
+	if m.Scene > 0 {
+		n = m.Scene
+	}
 	return m.OpacityReg / float32(n), m.ScaleReg / float32(3*n)
 }
 
@@ -86,7 +96,7 @@ func NoiseGate(logit float32) float32 {
 }
 
 // PerturbMeans adds the MCMC position noise to splats [lo, hi) of g: mean += Σ·n with
-// n_a = ε_a·(gate(o)·NoiseScale), ε_a = fmath.Normal(NormalKey(seed, step, i, a)), and
+// n_a = ε_a·(gate(o)·NoiseScale), ε_a = fmath.Normal(NormalKey(seed, step, Base + i, a)), and
 // Σ = R S Sᵀ Rᵀ the splat's covariance (R from the normalised quaternion, S = diag(exp(log s))).
 // gsplat applies Σ itself, not its square root, to the noise; so does this. Every product is
 // rounded on its own so that the kernel (shaders/mcmc.cu) gives the same bits.
@@ -103,7 +113,7 @@ func PerturbMeans(g *splat.Gaussians, m MCMCStep, lo, hi int) {
 		}
 		var n [3]float32
 		for a := range n {
-			n[a] = float32(fmath.Normal(fmath.NormalKey(m.NoiseSeed, m.NoiseStep, uint32(i), uint32(a))) * f)
+			n[a] = float32(fmath.Normal(fmath.NormalKey(m.NoiseSeed, m.NoiseStep, m.Base+uint32(i), uint32(a))) * f)
 		}
 		cov, ok := covariance32(g.Quats[i*4:i*4+4], g.LogScales[i*3:i*3+3])
 		if !ok {

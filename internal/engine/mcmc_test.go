@@ -197,3 +197,55 @@ func TestRelocationValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestMCMCShare: an engine holding a share of a scene (Gaussian sharding) gets its splats'
+// regulariser gradients and noise as the whole scene's engine gets them for the same splats,
+// given the scene's count (Scene) and its first splat's id (Base).
+func TestMCMCShare(t *testing.T) {
+	const n, lo, hi = 40, 13, 29
+	rng := rand.New(rand.NewPCG(5, 6))
+	g := splat.New(n)
+	for _, f := range g.Fields() {
+		for i := range f.Data {
+			f.Data[i] = float32(rng.NormFloat64())
+		}
+	}
+	for i := 0; i < n; i += 3 {
+		g.OpacityLogits[i] = -7 // let the noise through
+	}
+	m := MCMCStep{OpacityReg: 0.01, ScaleReg: 0.02, NoiseScale: 3, NoiseSeed: 11, NoiseStep: 42}
+	whole, share := g.Clone(), g.Range(lo, hi)
+	PerturbMeans(whole, m, 0, n)
+	ms := m
+	ms.Scene, ms.Base = n, lo
+	PerturbMeans(share, ms, 0, hi-lo)
+	if d := cmpBits(share.Means, whole.Means[3*lo:3*hi]); d > 0 {
+		t.Errorf("noise: %d of the share's mean coordinates differ from the whole scene's", d)
+	}
+	if cmpBits(share.Means, g.Means[3*lo:3*hi]) == 0 {
+		t.Fatal("the noise moved nothing: the check above tells nothing")
+	}
+	gw, gs := splat.Zeros[float32](n), splat.Zeros[float32](hi-lo)
+	RegularizerGrads(gw, g, m, nil, 0, n)
+	RegularizerGrads(gs, g.Range(lo, hi), ms, nil, 0, hi-lo)
+	if d := cmpBits(gs.OpacityLogits, gw.OpacityLogits[lo:hi]) + cmpBits(gs.LogScales, gw.LogScales[3*lo:3*hi]); d > 0 {
+		t.Errorf("regularisers: %d of the share's gradients differ from the whole scene's", d)
+	}
+	ms.Scene = 0
+	gs = splat.Zeros[float32](hi - lo)
+	RegularizerGrads(gs, g.Range(lo, hi), ms, nil, 0, hi-lo)
+	if cmpBits(gs.OpacityLogits, gw.OpacityLogits[lo:hi]) == 0 {
+		t.Error("without Scene the share's regularisers are the whole scene's: the means are over the share")
+	}
+}
+
+// cmpBits counts the values of a and b whose bits differ.
+func cmpBits(a, b []float32) int {
+	d := 0
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			d++
+		}
+	}
+	return d
+}

@@ -558,7 +558,8 @@ func (r *rows) mcmcTerms(ce *cpu.Engine) error {
 		return fmt.Errorf("fused: compare: set state: %w", err)
 	}
 	n := g.Len()
-	m := engine.MCMCStep{OpacityReg: 0.01, ScaleReg: 0.03, NoiseScale: 80, NoiseSeed: 0x5eed_0000_0042, NoiseStep: 7777}
+	// Base keys the noise as a sharded owner whose first splat is global id Base does.
+	m := engine.MCMCStep{OpacityReg: 0.01, ScaleReg: 0.03, NoiseScale: 80, NoiseSeed: 0x5eed_0000_0042, NoiseStep: 7777, Base: 70001}
 	if err := r.regularisedAdam(g, m); err != nil {
 		return err
 	}

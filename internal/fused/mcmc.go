@@ -16,7 +16,7 @@ func (e *Engine) mcmcNoise(m engine.MCMCStep) error {
 	}
 	if err := e.k.McmcNoise(gpu.BlocksFor(uint32(e.n), 256), gpu.Dim3{256}, abi.McmcNoiseArgs{
 		Params: abi.B(e.params), N: uint32(e.n), Scale: m.NoiseScale, SeedLo: uint32(m.NoiseSeed),
-		SeedHi: uint32(m.NoiseSeed >> 32), Step: m.NoiseStep, Readout: e.ro}); err != nil {
+		SeedHi: uint32(m.NoiseSeed >> 32), Step: m.NoiseStep, Base: m.Base, Readout: e.ro}); err != nil {
 		return fmt.Errorf("fused: %w", err)
 	}
 	return nil

@@ -262,8 +262,8 @@ func (e *Engine) StepFromGradients(cam *camera.Camera, grads gpu.Buffer, count i
 // records packed is refused (pack again). One PackVisible serves one backward: another would
 // sum the same view twice. A later view is refused when no earlier view's gradients are summed
 // (or a step, edit, state upload or opacity reset overwrote them) or its SH degree is not
-// theirs. MCMC's regularisers and noise are refused: they need the whole scene's count and
-// global ids. Nothing is read back.
+// theirs. With MCMC, o.MCMC's Scene and Base must place the engine's share in the scene (the
+// regularisers' means are over the scene, the noise keyed by global id). Nothing is read back.
 func (e *Engine) BackwardFromGradients(cam *camera.Camera, grads gpu.Buffer, count int, o engine.StepOptions, later bool) error {
 	const what = "backward from gradients"
 	if err := e.idle(what); err != nil {
@@ -371,14 +371,15 @@ func (e *Engine) UpdateFromGradients(o engine.StepOptions) (engine.StepResult, e
 }
 
 // checkShardStep refuses an owner's backward or update (what) on an engine taking
-// data-parallel steps, with MCMC, or with learning rates Adam cannot take: checked at the
-// backward too, so that the update a backward leads to does not fail on them.
+// data-parallel steps, or with learning rates Adam cannot take, or with MCMC terms for a scene
+// smaller than the engine's share: checked at the backward too, so that the update a backward
+// leads to does not fail on them.
 func (e *Engine) checkShardStep(what string, o engine.StepOptions) error {
 	switch {
 	case e.reduce != nil:
 		return fmt.Errorf("fused: %s: the engine takes data-parallel steps (SetReduce)", what)
-	case o.MCMC != engine.MCMCStep{}:
-		return fmt.Errorf("fused: %s: MCMC's regularisers and noise need the whole scene's splat count and global ids", what)
+	case o.MCMC.Active() && o.MCMC.Scene != 0 && o.MCMC.Scene < e.n:
+		return fmt.Errorf("fused: %s: MCMC over a scene of %d splats, the engine's share holds %d", what, o.MCMC.Scene, e.n)
 	}
 	if _, err := adamArgs(e.set.Adam, o.LR, e.adamStep+1, e.n, o.MCMC, 1, e.shUsed); err != nil {
 		return fmt.Errorf("fused: %s: %w", what, err)

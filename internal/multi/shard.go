@@ -154,11 +154,6 @@ func (s *Sharded) stepViews(vs []*engine.View, o engine.StepOptions, renderers [
 			return engine.StepResult{}, fmt.Errorf("multi: sharded step: view %d: renderer %d of %d ranks", j, r, n)
 		}
 	}
-	if o.MCMC != (engine.MCMCStep{}) {
-		// Refused here rather than by every owner after the renders: its regularisers are means
-		// over the whole scene and its noise is keyed by global id.
-		return engine.StepResult{}, errors.New("multi: sharded step: MCMC's regularisers and noise need the whole scene's splat count and global ids")
-	}
 	counts := make([][]int, len(vs))
 	views := make([]engine.StepResult, len(vs))
 	for j, v := range vs {
@@ -173,7 +168,12 @@ func (s *Sharded) stepViews(vs []*engine.View, o engine.StepOptions, renderers [
 	}
 
 	owned := make([]engine.StepResult, n)
+	scene := s.Len()
 	if err := s.parallel("step: owners' backward and update", func(r int, rk *shardRank) error {
+		o := o
+		// MCMC's regularisers are means over the whole scene, and its noise is keyed by the
+		// splat's id in it.
+		o.MCMC.Scene, o.MCMC.Base = scene, uint32(rk.lo)
 		for j, v := range vs {
 			cam := &v.Camera
 			if len(vs) > 1 || r == renderers[j] {

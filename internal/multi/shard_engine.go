@@ -8,6 +8,7 @@ import (
 	"github.com/rlxsplat/rlxsplat/internal/camera"
 	"github.com/rlxsplat/rlxsplat/internal/engine"
 	"github.com/rlxsplat/rlxsplat/internal/fused"
+	"github.com/rlxsplat/rlxsplat/internal/gpu"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
 
@@ -107,12 +108,10 @@ func (s *Sharded) ResetOpacity(maxOpacity float32) error {
 	return s.each("opacity reset", func(rk *shardRank) error { return rk.eng.ResetOpacity(maxOpacity) })
 }
 
-// cutEdit cuts ed, in global ids, into each owner's edit in its local ids (rank r owning
-// ranges[r], contiguous and in order): its clones, its splits with their samples, and its
-// share of the removal mask, each in ed's order.
-func cutEdit(ed engine.Edit, ranges [][2]int) ([]engine.Edit, error) {
-	n := ranges[len(ranges)-1][1]
-	owner := func(i int32) int {
+// ownerOf is the rank owning global id i, for ranks owning ranges (contiguous, in order), or
+// -1 when none does.
+func ownerOf(ranges [][2]int) func(i int32) int {
+	return func(i int32) int {
 		r, found := slices.BinarySearchFunc(ranges, int(i), func(rg [2]int, i int) int {
 			switch {
 			case rg[1] <= i:
@@ -127,6 +126,14 @@ func cutEdit(ed engine.Edit, ranges [][2]int) ([]engine.Edit, error) {
 		}
 		return r
 	}
+}
+
+// cutEdit cuts ed, in global ids, into each owner's edit in its local ids (rank r owning
+// ranges[r], contiguous and in order): its clones, its splits with their samples, and its
+// share of the removal mask, each in ed's order.
+func cutEdit(ed engine.Edit, ranges [][2]int) ([]engine.Edit, error) {
+	n := ranges[len(ranges)-1][1]
+	owner := ownerOf(ranges)
 	if ed.Remove != nil && len(ed.Remove) != n {
 		return nil, fmt.Errorf("multi: sharded: edit: remove mask has %d entries for %d splats", len(ed.Remove), n)
 	}
@@ -318,10 +325,117 @@ func (s *Sharded) moveRows(from, to, rows int) error {
 	return nil
 }
 
-// Relocate is MCMC's move, which sharding does not run yet (docs/sharding.md): its sources
-// are drawn over the whole scene and its copies cross owners.
-func (s *Sharded) Relocate(engine.Relocation) error {
-	return errors.New("multi: sharded: MCMC relocation is not supported with sharded Gaussians (densify.strategy mcmc needs train.shard false)")
+// Relocate performs MCMC's move rl, whose indices are global ids (engine.Relocation). Every
+// owner first applies its share: the corrections of its rows, the copies whose source and
+// destination it owns both, and the appended copies of its rows, which follow its own splats
+// (one engine appends them after all of its splats; as with Apply, the scene is one engine's up
+// to that order). Then the copies across owners, in rounds: in round k, rank a sends rank
+// (a+k) mod N a row block of the sources it owns for destinations that rank owns, exported
+// after its own corrections (as one engine copies corrected rows), and that rank writes them
+// over the destinations with zero moments (fused.WriteRows). The statistics are zeroed, and
+// then the shares are rebalanced (rebalance).
+func (s *Sharded) Relocate(rl engine.Relocation) error {
+	if err := rl.Validate(s.Len()); err != nil {
+		return fmt.Errorf("multi: sharded: %w", err)
+	}
+	n := len(s.ranks)
+	ranges := s.Ranges()
+	owner := ownerOf(ranges)
+	local := make([]engine.Relocation, n)
+	for k, i := range rl.Rows {
+		r := owner(i)
+		local[r].Rows = append(local[r].Rows, i-int32(ranges[r][0]))
+		local[r].OpacityLogits = append(local[r].OpacityLogits, rl.OpacityLogits[k])
+		local[r].LogScales = append(local[r].LogScales, rl.LogScales[3*k:3*k+3]...)
+	}
+	// across[a][b] are the copies from rank a's splats onto rank b's, in local ids.
+	across := make([][]copies, n)
+	for a := range across {
+		across[a] = make([]copies, n)
+	}
+	for j, d := range rl.Dst {
+		a, b := owner(rl.Src[j]), owner(d)
+		src, dst := rl.Src[j]-int32(ranges[a][0]), d-int32(ranges[b][0])
+		if a == b {
+			local[a].Src, local[a].Dst = append(local[a].Src, src), append(local[a].Dst, dst)
+			continue
+		}
+		across[a][b].src, across[a][b].dst = append(across[a][b].src, src), append(across[a][b].dst, dst)
+	}
+	for _, i := range rl.Append {
+		r := owner(i)
+		local[r].Append = append(local[r].Append, i-int32(ranges[r][0]))
+	}
+	err := s.parallel("relocation", func(r int, rk *shardRank) error {
+		l := local[r]
+		if len(l.Rows) == 0 && len(l.Dst) == 0 && len(l.Append) == 0 {
+			return rk.eng.ResetStats() // nothing else of Relocate's work is this owner's
+		}
+		return rk.eng.Relocate(l)
+	})
+	s.renumber()
+	if err != nil {
+		return err
+	}
+	// Appended rows went after each owner's splats; the local ids of the others stand.
+	for k := 1; k < n; k++ {
+		to, from := func(r int) int { return (r + k) % n }, func(r int) int { return (r - k + n) % n }
+		moves := 0
+		for a := range n {
+			moves += len(across[a][to(a)].src)
+		}
+		if moves == 0 {
+			continue
+		}
+		if err := s.copyAcross(fmt.Sprintf("relocation, copies to rank r+%d", k), to, from, across); err != nil {
+			return err
+		}
+	}
+	return s.rebalance()
+}
+
+// copies are splats of one rank (src) to be copied over splats of another (dst), in local
+// ids: dst[j] becomes src[j].
+type copies struct{ src, dst []int32 }
+
+// copyAcross runs one round of copies between ranks (what names it): every rank a sends rank
+// to(a) a row block of its splats across[a][to(a)].src, and every rank b writes the block it
+// receives from from(b) over its splats across[from(b)][b].dst, with zero moments.
+func (s *Sharded) copyAcross(what string, to, from func(r int) int, across [][]copies) error {
+	n := len(s.ranks)
+	blocks := make([]gpu.Buffer, n)
+	if err := s.parallel(what+": export", func(a int, rk *shardRank) error {
+		var err error
+		blocks[a], err = rk.eng.ExportRows(across[a][to(a)].src)
+		return err
+	}); err != nil {
+		return err
+	}
+	var errs []error
+	for b, rk := range s.ranks {
+		if err := grow(rk, &rk.recsIn, len(across[from(b)][b].src)*fused.RowWords); err != nil {
+			errs = append(errs, fmt.Errorf("multi: sharded: %s: rank %d: %w", what, b, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if err := s.parallel(what, func(r int, rk *shardRank) error {
+		out, in := len(across[r][to(r)].src), len(across[from(r)][r].src)
+		x := &Exchange{Send: orNone(blocks[r], rk), SendCounts: make([]int, n), Recv: orNone(rk.recsIn, rk), RecvCap: in * fused.RowWords}
+		x.SendCounts[to(r)] = out * fused.RowWords
+		if err := s.x.Exchange(r, rk.dev, x); err != nil {
+			return err
+		}
+		got := make([]int, n)
+		got[from(r)] = in
+		return checkRecvCounts(x.RecvCounts, got, fused.RowWords, true, "rows")
+	}); err != nil {
+		return err
+	}
+	return s.parallel(what+": write", func(b int, rk *shardRank) error {
+		return rk.eng.WriteRows(rk.recsIn, across[from(b)][b].dst, false)
+	})
 }
 
 // State gathers the whole training state in rank order: one engine's layout, so that a state

@@ -336,8 +336,8 @@ func bitsDiffer(a, b []float32) int {
 }
 
 // TestShardedEngineRefusals: an edit that would empty a rank is refused before any rank
-// applies its share; edits with bad indices name them; MCMC's relocation is refused; a state
-// too small for the ranks is refused.
+// applies its share; edits and relocations with bad indices name them; a state too small for
+// the ranks is refused.
 func TestShardedEngineRefusals(t *testing.T) {
 	devs := emuDevices(t, 2)
 	c := shardedCase{ranks: 2, model: prep.EWA, tile: 16, sh: 1, hide: -1, seed: 93}
@@ -364,7 +364,7 @@ func TestShardedEngineRefusals(t *testing.T) {
 			return s.Apply(engine.Edit{Split: []int32{-1}, SplitN: 1, SplitScaleDiv: 1, SplitSamples: make([]float32, 3)})
 		}, "split 0: index -1"},
 		{"a short removal mask", func() error { return s.Apply(engine.Edit{Remove: make([]bool, 39)}) }, "39 entries for 40"},
-		{"a relocation", func() error { return s.Relocate(engine.Relocation{}) }, "MCMC"},
+		{"a relocation out of range", func() error { return s.Relocate(engine.Relocation{Dst: []int32{3}, Src: []int32{40}}) }, "src[0] = 40 outside 0..39"},
 		{"a state of one splat", func() error {
 			st, err := s.State()
 			if err != nil {
@@ -680,6 +680,107 @@ func TestShardedEngineOnOneGPU(t *testing.T) {
 			if !(rel <= shardedGPUParamTol) {
 				t.Errorf("parameters: relative L2 %.3g from one engine's, bound %g", rel, shardedGPUParamTol)
 			}
+		})
+	}
+}
+
+// TestShardedRelocateMatchesOneEngine runs MCMC on a sharded scene (emulated ranks) and on one
+// engine: steps with the regularisers and the noise (keyed by global id), then a relocation
+// whose corrections, copies and appended copies fall within ranks and across them (copies of
+// corrected splats among them, appended copies piling on the last rank so that rows move to
+// the others), after which both hold the same splats, and steps with the regularisers (no
+// noise: it is keyed by id, and the two orders now differ) give the same losses and images to
+// the bit.
+func TestShardedRelocateMatchesOneEngine(t *testing.T) {
+	devs := emuDevices(t, 3)
+	for _, c := range []shardedCase{
+		{name: "2 ranks/ewa", ranks: 2, model: prep.EWA, tile: 16, sh: 2, hide: -1, seed: 98, mcmc: true},
+		{name: "3 ranks/ray/in-view", ranks: 3, model: prep.Ray, tile: 16, sh: 1, hide: -1, seed: 99, mcmc: true, regInView: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g, vs := shardedScene(c, shardedN, shardedW, shardedH)
+			set, o := c.settings()
+			one, err := fused.New(devs[0], set, g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer one.Close()
+			s, err := NewSharded(devs[:c.ranks], NewHostExchanger(c.ranks), set, g, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			view := 0
+			steps := func(what string, k int, o engine.StepOptions) {
+				t.Helper()
+				for range k {
+					v := vs[view%len(vs)]
+					view++
+					o.MCMC.NoiseStep = uint32(view)
+					w, err1 := one.Step(v, o)
+					got, err2 := stepWithin(s, v, o)
+					if err := errors.Join(err1, err2); err != nil {
+						t.Fatalf("%s: %v", what, err)
+					}
+					if math.Float64bits(got.Loss) != math.Float64bits(w.Loss) || bitsDiffer(got.Image, w.Image) > 0 {
+						t.Errorf("%s: loss %.9g, one engine %.9g; %d image values differ", what, got.Loss, w.Loss, bitsDiffer(got.Image, w.Image))
+					}
+				}
+			}
+			states := func(what string) {
+				t.Helper()
+				ws, err1 := one.State()
+				gs, err2 := s.State()
+				if err := errors.Join(err1, err2); err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				if p := sameSplats(ws, gs); p != "" {
+					t.Errorf("%s: %s", what, p)
+				}
+			}
+			steps("with noise", 3, o)
+			states("with noise")
+
+			// A relocation: each of rows 0, 7, 14, … is corrected, copied onto the splat a
+			// third of the scene on (mostly another rank's) or appended, by turns; the last
+			// rank's splats are appended twice over.
+			n := s.Len()
+			rng := rand.New(rand.NewPCG(c.seed, 4))
+			var rl engine.Relocation
+			used := make([]bool, n)
+			for i := 0; i < n/3; i += 7 {
+				rl.Rows = append(rl.Rows, int32(i))
+				rl.OpacityLogits = append(rl.OpacityLogits, float32(rng.NormFloat64()))
+				rl.LogScales = append(rl.LogScales, float32(rng.NormFloat64()-3), float32(rng.NormFloat64()-3), float32(rng.NormFloat64()-3))
+				used[i] = true
+			}
+			for i := 0; i < n/3; i += 2 {
+				switch d := i + n/3 + 1; {
+				case i%4 == 0 && !used[d]:
+					rl.Src, rl.Dst = append(rl.Src, int32(i)), append(rl.Dst, int32(d))
+					used[d] = true
+				default:
+					rl.Append = append(rl.Append, int32(i))
+				}
+			}
+			lo, hi := s.Range(c.ranks - 1)
+			for i := lo; i < hi; i += 1 + i%2 {
+				if !used[i] {
+					rl.Append = append(rl.Append, int32(i), int32(i))
+				}
+			}
+			if err := errors.Join(rl.Validate(n), one.Relocate(rl), s.Relocate(rl)); err != nil {
+				t.Fatal(err)
+			}
+			if want := Shares(s.Len(), c.ranks); !slices.Equal(s.Ranges(), want) {
+				t.Errorf("after the relocation: ranges %v, want %v", s.Ranges(), want)
+			}
+			states("after the relocation")
+			quiet := o
+			quiet.MCMC.NoiseScale = 0
+			steps("after the relocation", 3, quiet)
+			states("steps after the relocation")
+			t.Logf("%d splats over %v", s.Len(), s.Ranges())
 		})
 	}
 }

@@ -13,6 +13,7 @@ struct mcmc_noise_args {
     u32 seedLo;
     u32 seedHi;
     u32 step;
+    u32 base;
     const GPTR u32* readout;
 };
 
@@ -20,10 +21,10 @@ DEVICE void mcmc_noise_body(Thr th, mcmc_noise_args a);
 
 #if defined(RLX_BACKEND_CUDA)
 
-extern "C" __global__ void mcmc_noise(GPTR float* params, u32 n, float scale, u32 seedLo, u32 seedHi, u32 step, const GPTR u32* readout)
+extern "C" __global__ void mcmc_noise(GPTR float* params, u32 n, float scale, u32 seedLo, u32 seedHi, u32 step, u32 base, const GPTR u32* readout)
 {
     const Thr th = {threadIdx.x, blockIdx.x, blockDim.x, gridDim.x, threadIdx.x & 31u, threadIdx.x >> 5};
-    const mcmc_noise_args a = {params, n, scale, seedLo, seedHi, step, readout};
+    const mcmc_noise_args a = {params, n, scale, seedLo, seedHi, step, base, readout};
     mcmc_noise_body(th, a);
 }
 
@@ -35,7 +36,8 @@ kernel void mcmc_noise(device float* params [[buffer(0)]],
     constant u32& seedLo [[buffer(3)]],
     constant u32& seedHi [[buffer(4)]],
     constant u32& step [[buffer(5)]],
-    device const u32* readout [[buffer(6)]],
+    constant u32& base [[buffer(6)]],
+    device const u32* readout [[buffer(7)]],
     uint rlx_tid [[thread_position_in_threadgroup]],
     uint rlx_bid [[threadgroup_position_in_grid]],
     uint rlx_bdim [[threads_per_threadgroup]],
@@ -44,7 +46,7 @@ kernel void mcmc_noise(device float* params [[buffer(0)]],
     uint rlx_warp [[simdgroup_index_in_threadgroup]])
 {
     const Thr th = {rlx_tid, rlx_bid, rlx_bdim, rlx_nblocks, rlx_lane, rlx_warp};
-    const mcmc_noise_args a = {params, n, scale, seedLo, seedHi, step, readout};
+    const mcmc_noise_args a = {params, n, scale, seedLo, seedHi, step, base, readout};
     mcmc_noise_body(th, a);
 }
 
@@ -52,7 +54,7 @@ kernel void mcmc_noise(device float* params [[buffer(0)]],
 
 extern "C" void emu_launch_mcmc_noise(const u32* dims, void** args)
 {
-    const mcmc_noise_args a = {*(GPTR float* const*)args[0], *(u32 const*)args[1], *(float const*)args[2], *(u32 const*)args[3], *(u32 const*)args[4], *(u32 const*)args[5], *(const GPTR u32* const*)args[6]};
+    const mcmc_noise_args a = {*(GPTR float* const*)args[0], *(u32 const*)args[1], *(float const*)args[2], *(u32 const*)args[3], *(u32 const*)args[4], *(u32 const*)args[5], *(u32 const*)args[6], *(const GPTR u32* const*)args[7]};
     emu::launch_body(dims, [&](Thr th) {
         mcmc_noise_body(th, a);
     });

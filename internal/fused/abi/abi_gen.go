@@ -749,6 +749,7 @@ type McmcNoiseArgs struct {
 	SeedLo  uint32
 	SeedHi  uint32
 	Step    uint32
+	Base    uint32
 	Readout Buf // read: u32
 }
 
@@ -1433,13 +1434,14 @@ func (k *EngineKernels) PutRows(grid, block gpu.Dim3, a PutRowsArgs) error {
 
 // McmcNoise launches mcmc_noise (shaders/mcmc.cu) on a grid of grid blocks of block threads.
 func (k *EngineKernels) McmcNoise(grid, block gpu.Dim3, a McmcNoiseArgs) error {
-	l := newLaunch("mcmc_noise", grid, block, 0, 0, 7)
+	l := newLaunch("mcmc_noise", grid, block, 0, 0, 8)
 	l.buf("params", a.Params, 4)
 	l.u32(a.N)
 	l.f32(a.Scale)
 	l.u32(a.SeedLo)
 	l.u32(a.SeedHi)
 	l.u32(a.Step)
+	l.u32(a.Base)
 	l.buf("readout", a.Readout, 4)
 	return l.run(k.dev, k.mcmcNoise)
 }
@@ -1622,7 +1624,7 @@ var Kernels = []KernelInfo{
 	{Name: "scatter_shapes", Unit: "edit.cu", Params: 6, InlineBytes: 40, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "zero_rows", Unit: "edit.cu", Params: 4, InlineBytes: 24, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "put_rows", Unit: "edit.cu", Params: 5, InlineBytes: 32, SharedBytes: 0, Block: 0, MaxThreads: 0},
-	{Name: "mcmc_noise", Unit: "mcmc.cu", Params: 7, InlineBytes: 36, SharedBytes: 0, Block: 0, MaxThreads: 0},
+	{Name: "mcmc_noise", Unit: "mcmc.cu", Params: 8, InlineBytes: 40, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "pack_flags", Unit: "shard.cu", Params: 3, InlineBytes: 20, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "pack_visible", Unit: "shard.cu", Params: 18, InlineBytes: 132, SharedBytes: 0, Block: 0, MaxThreads: 0},
 	{Name: "unpack", Unit: "shard.cu", Params: 17, InlineBytes: 128, SharedBytes: 0, Block: 0, MaxThreads: 0},

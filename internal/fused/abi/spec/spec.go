@@ -328,7 +328,7 @@ var Units = []Unit{
 	}},
 	{Name: "mcmc", Set: "Engine", Kernels: []Kernel{
 		{Name: "mcmc_noise", Params: []Param{out("params", F32), sc("n", U32), sc("scale", F32), sc("seedLo", U32),
-			sc("seedHi", U32), sc("step", U32), in("readout", U32)}},
+			sc("seedHi", U32), sc("step", U32), sc("base", U32), in("readout", U32)}},
 	}},
 	{Name: "shard", Set: "Engine", Kernels: []Kernel{
 		{Name: "pack_flags", Params: []Param{in("valid", U32), sc("n", U32), out("flags", U32)}},
