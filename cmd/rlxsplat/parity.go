@@ -263,14 +263,16 @@ func gpuParity(ctx context.Context, o *parityOptions, s *streams) (failed, total
 		}
 		rows = append(rows, r...)
 	}
-	r, check, err := dataParallelParity(ctx, dev, s)
-	if err != nil {
-		return 0, 0, err
+	for _, several := range []func(context.Context, gpu.Device, *streams) ([]fused.CompareRow, string, error){dataParallelParity, shardedParity} {
+		r, check, err := several(ctx, dev, s)
+		if err != nil {
+			return 0, 0, err
+		}
+		for range r {
+			checks = append(checks, check)
+		}
+		rows = append(rows, r...)
 	}
-	for range r {
-		checks = append(checks, check)
-	}
-	rows = append(rows, r...)
 	in := dev.Info()
 	fmt.Fprintf(s.Out, "\nGPU engine (%s %s) against the CPU engine, stage by stage:\n", in.Backend, in.Name)
 	return printCompareRows(s.Out, checks, rows), len(rows), nil
@@ -329,6 +331,53 @@ func dataParallelParity(ctx context.Context, dev gpu.Device, s *streams) ([]fuse
 		how = "NCCL"
 	}
 	return rows, fmt.Sprintf("gpu random %d ranks, %s", len(devs), how), nil
+}
+
+// shardedParity checks a scene sharded over two ranks (train.shard) against one engine, through
+// steps, a render and an uneven edit: over two CUDA devices with NCCL's exchange when the host
+// has them, else over two contexts of dev's GPU (or two emulators) with the host's.
+func shardedParity(ctx context.Context, dev gpu.Device, s *streams) ([]fused.CompareRow, string, error) {
+	kind := dev.Info().Backend
+	if kind != gpu.KindCUDA && kind != gpu.KindEmu {
+		return nil, "", nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	o, err := gpu.OptionsFromEnv(os.Getenv)
+	if err != nil {
+		return nil, "", err
+	}
+	second, how := gpu.Device(nil), "host exchange"
+	if kind == gpu.KindCUDA {
+		o.Ordinal = 1
+		if second, err = gpu.OpenWith(kind, o); err != nil {
+			o.Ordinal = 0 // one GPU: a second context of it
+			second, err = gpu.OpenWith(kind, o)
+			how = "host exchange, two contexts of one GPU"
+		}
+	} else {
+		second, err = gpu.Open(kind)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("parity: sharded: a second rank: %w", err)
+	}
+	defer second.Close()
+	var x multi.Exchanger = multi.NewHostExchanger(2)
+	if o.Ordinal == 1 {
+		x = app.NewExchanger(kind, 2, func(m string) { fmt.Fprintln(s.Err, "rlxsplat:", m) })
+		if _, ok := x.(*multi.NCCLExchanger); ok {
+			how = "NCCL"
+		}
+	}
+	defer x.Close()
+	g, vs := fused.RandomBatch(2, 4000, 160, 120, 4)
+	so := engine.StepOptions{SHDegree: 3, LR: parityLR, AccumulateStats: true}
+	rows, err := multi.CompareSharded([]gpu.Device{dev, second}, x, engine.DefaultSettings(), g, vs, so)
+	if err != nil {
+		return nil, "", fmt.Errorf("parity: sharded: %w", err)
+	}
+	return rows, "gpu random sharded over 2 ranks, " + how, nil
 }
 
 type parityScene struct {

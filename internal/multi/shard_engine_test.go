@@ -477,69 +477,6 @@ func TestShardedRebalanceKeepsOrder(t *testing.T) {
 	}
 }
 
-// editOrder is, for each splat of a sharded scene after the edit ed (the ranks owning ranges
-// before it), the index of the same splat in one engine after ed, from the two engines' plans:
-// a splat is the m-th new splat of its kind (kept, clone, split child) with a given source.
-// Rebalancing moves no splat in the global order, so it holds after that too.
-func editOrder(ed engine.Edit, ranges [][2]int) ([]int, error) {
-	type key struct {
-		src  int32
-		kind int
-		m    int
-	}
-	kinds := func(p engine.EditPlan, j int) int {
-		switch {
-		case j < p.Fresh:
-			return 0
-		case j < p.Children:
-			return 1
-		}
-		return 2
-	}
-	whole, err := engine.PlanEdit(ed, ranges[len(ranges)-1][1])
-	if err != nil {
-		return nil, err
-	}
-	at := map[key]int{}
-	seen := map[[2]int]int{}
-	for j, src := range whole.Src {
-		k := kinds(whole, j)
-		at[key{src, k, seen[[2]int{int(src), k}]}] = j
-		seen[[2]int{int(src), k}]++
-	}
-	edits, err := cutEdit(ed, ranges)
-	if err != nil {
-		return nil, err
-	}
-	var out []int
-	seen = map[[2]int]int{}
-	for r, e := range edits {
-		p, err := engine.PlanEdit(e, ranges[r][1]-ranges[r][0])
-		if err != nil {
-			return nil, err
-		}
-		for j, local := range p.Src {
-			src, k := local+int32(ranges[r][0]), kinds(p, j)
-			w, ok := at[key{src, k, seen[[2]int{int(src), k}]}]
-			if !ok {
-				return nil, fmt.Errorf("rank %d's splat %d (from %d) has no counterpart in one engine", r, j, src)
-			}
-			seen[[2]int{int(src), k}]++
-			out = append(out, w)
-		}
-	}
-	return out, nil
-}
-
-// permuted is g's splats in the order order gives: splat i of the result is g's order[i].
-func permuted(g *splat.Gaussians, order []int) *splat.Gaussians {
-	idx := make([]int32, len(order))
-	for i, j := range order {
-		idx[i] = int32(j)
-	}
-	return splat.Gather(g, idx)
-}
-
 // TestEditOrder: the plan-derived order maps a sharded edit's splats onto one engine's on the
 // emulator, where both hold the same bits (the parameters after an edit, before any step).
 func TestEditOrder(t *testing.T) {
