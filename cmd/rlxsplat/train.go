@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -214,7 +215,13 @@ func runTrain(cmd *cobra.Command, o *trainOptions, c *config.Config, s *streams)
 	fmt.Fprintf(s.Err, "rlxsplat: done in %s (loading %s, setup %s, steps %s, densification %s, evaluation %s, previews %s, checkpoints %s, export %s): %s\n",
 		time.Since(start).Round(time.Second), sec(loaded), sec(setup), sec(ph.Steps), sec(ph.Densify), sec(ph.Eval), sec(ph.Preview),
 		sec(ph.Checkpoint), sec(ph.Export), opt.OutDir)
-	if m, ok := eng.(interface{ DeviceBytes() (current, peak int64) }); ok {
+	if m, ok := eng.(interface{ RankDeviceBytes() [][2]int64 }); ok {
+		var peaks []string
+		for _, b := range m.RankDeviceBytes() {
+			peaks = append(peaks, fmt.Sprintf("%.0f", float64(b[1])/(1<<20)))
+		}
+		fmt.Fprintf(s.Err, "rlxsplat: peak device memory per GPU %s MiB (each rank's engine buffers; the driver's context comes on top)\n", strings.Join(peaks, ", "))
+	} else if m, ok := eng.(interface{ DeviceBytes() (current, peak int64) }); ok {
 		if _, peak := m.DeviceBytes(); peak > 0 {
 			fmt.Fprintf(s.Err, "rlxsplat: peak device memory %.0f MiB (the engine's buffers; the driver's context comes on top)\n", float64(peak)/(1<<20))
 		}

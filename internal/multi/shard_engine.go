@@ -486,3 +486,21 @@ func (s *Sharded) SetState(st *engine.State) error {
 	s.renumber()
 	return err
 }
+
+// DeviceBytes is the most device memory any one rank's engine buffers hold now, and the most
+// any one held at once: what each GPU must have room for.
+func (s *Sharded) DeviceBytes() (current, peak int64) {
+	for _, p := range s.RankDeviceBytes() {
+		current, peak = max(current, p[0]), max(peak, p[1])
+	}
+	return current, peak
+}
+
+// RankDeviceBytes is each rank's device memory in its engine's buffers, now and at its peak.
+func (s *Sharded) RankDeviceBytes() [][2]int64 {
+	out := make([][2]int64, len(s.ranks))
+	for r, rk := range s.ranks {
+		out[r][0], out[r][1] = rk.eng.DeviceBytes()
+	}
+	return out
+}

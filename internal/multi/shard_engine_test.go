@@ -721,3 +721,49 @@ func TestShardedRelocateMatchesOneEngine(t *testing.T) {
 		})
 	}
 }
+
+// TestShardedMemoryFalls: the point of sharding is that each GPU holds a share of the splats'
+// state. On a scene of which each view sees a sixth, as a view of a large capture sees a
+// fraction of it, each of N ranks' engine buffers must peak at about 1/N of one engine's (at
+// most 1/N of it plus a sixth: the buffers of a view's splats, which a renderer sizes by the
+// records it draws). Where a view sees every splat the renderer's buffers hold them all, and
+// the share falls less (docs/sharding.md, "Where the memory goes now").
+func TestShardedMemoryFalls(t *testing.T) {
+	devs := emuDevices(t, 3)
+	c := shardedCase{ranks: 3, model: prep.EWA, tile: 16, sh: 3, hide: -1, seed: 100}
+	g, vs := shardedScene(c, 6000, 32, 24)
+	for i := range g.Len() {
+		if i%6 != 0 {
+			g.Means[3*i+2] = -6 // behind every camera
+		}
+	}
+	set, o := c.settings()
+	one, err := fused.New(devs[0], set, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := one.Step(vs[0], o); err != nil {
+		t.Fatal(err)
+	}
+	_, wholePeak := one.DeviceBytes()
+	one.Close()
+	for _, ranks := range []int{2, 3} {
+		s, err := NewSharded(devs[:ranks], NewHostExchanger(ranks), set, g, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range ranks {
+			if _, err := stepWithin(s, vs[k%len(vs)], o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		per := s.RankDeviceBytes()
+		_, peak := s.DeviceBytes()
+		s.Close()
+		bound := wholePeak/int64(ranks) + wholePeak/6
+		t.Logf("%d ranks: peaks %v bytes, one engine %d: the largest rank %.2f of it", ranks, per, wholePeak, float64(peak)/float64(wholePeak))
+		if peak > bound {
+			t.Errorf("%d ranks: a rank's buffers peaked at %d bytes, one engine's at %d (bound %d)", ranks, peak, wholePeak, bound)
+		}
+	}
+}
