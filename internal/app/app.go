@@ -299,47 +299,41 @@ func OpenDevices(kind string, n int) ([]gpu.Device, error) {
 // devices are CUDA ones and libnccl.so.2 loads and makes the communicators, else the host's
 // (said through notice, with why).
 func NewReducer(kind string, n int, notice func(string)) multi.Reducer {
-	if kind == gpu.KindCUDA {
-		red, err := withNCCL(n, multi.NewNCCLReducer)
-		if err == nil {
-			return red
-		}
-		if notice != nil {
-			notice(fmt.Sprintf("no NCCL (%s): the %d GPUs sum their gradients through the host, which is slow", firstLine(err), n))
-		}
-	}
-	return multi.NewHostReducer(n)
+	return ncclOrHost(kind, n, notice, "sum their gradients",
+		func(lib *nccl.Lib, devs []int) (multi.Reducer, error) { return multi.NewNCCLReducer(lib, devs) },
+		func() multi.Reducer { return multi.NewHostReducer(n) })
 }
 
 // NewExchanger returns the exchange of a sharded scene's records for n ranks on devices of
 // kind: NCCL's point-to-point calls when the devices are CUDA ones and libnccl.so.2 loads and
 // makes the communicators, else the host's (said through notice, with why).
 func NewExchanger(kind string, n int, notice func(string)) multi.Exchanger {
-	if kind == gpu.KindCUDA {
-		x, err := withNCCL(n, multi.NewNCCLExchanger)
-		if err == nil {
-			return x
-		}
-		if notice != nil {
-			notice(fmt.Sprintf("no NCCL (%s): the %d GPUs exchange their splats through the host, which is slow", firstLine(err), n))
-		}
-	}
-	return multi.NewHostExchanger(n)
+	return ncclOrHost(kind, n, notice, "exchange their splats",
+		func(lib *nccl.Lib, devs []int) (multi.Exchanger, error) { return multi.NewNCCLExchanger(lib, devs) },
+		func() multi.Exchanger { return multi.NewHostExchanger(n) })
 }
 
-// withNCCL loads libnccl.so.2 and makes, with mk, NCCL's communicators over CUDA devices
-// 0..n-1; the error says why it could not.
-func withNCCL[T any](n int, mk func(*nccl.Lib, []int) (T, error)) (T, error) {
-	lib, err := nccl.Open(os.Getenv)
-	if err != nil {
-		var none T
-		return none, err
+// ncclOrHost makes, with mk, NCCL's form of a transport over CUDA devices 0..n-1 when the
+// devices are of kind CUDA and libnccl.so.2 loads, or else the host's, saying through notice
+// why and that the GPUs do what through the host.
+func ncclOrHost[T any](kind string, n int, notice func(string), what string, mk func(*nccl.Lib, []int) (T, error), host func() T) T {
+	if kind == gpu.KindCUDA {
+		lib, err := nccl.Open(os.Getenv)
+		if err == nil {
+			ords := make([]int, n)
+			for k := range ords {
+				ords[k] = k
+			}
+			var x T
+			if x, err = mk(lib, ords); err == nil {
+				return x
+			}
+		}
+		if notice != nil {
+			notice(fmt.Sprintf("no NCCL (%s): the %d GPUs %s through the host, which is slow", firstLine(err), n, what))
+		}
 	}
-	ords := make([]int, n)
-	for k := range ords {
-		ords[k] = k
-	}
-	return mk(lib, ords)
+	return host()
 }
 
 // firstLine is the first line of an error's message: the device layer joins

@@ -95,18 +95,7 @@ func TestShardedEngineMatchesOneEngine(t *testing.T) {
 		{name: "3 ranks/ewa/rank1-out-of-view", ranks: 3, model: prep.EWA, tile: 8, sh: 3, absGrad: true, hide: 1, seed: 92},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			g, vs := shardedScene(c, shardedN, shardedW, shardedH)
-			set, o := c.settings()
-			one, err := fused.New(devs[0], set, g)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer one.Close()
-			s, err := NewSharded(devs[:c.ranks], NewHostExchanger(c.ranks), set, g, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			one, s, g, vs, o := onePair(t, devs, c)
 
 			// steps takes k steps on both and compares each step's result to the bit.
 			view := 0
@@ -250,7 +239,7 @@ func TestShardedEngineMatchesOneEngine(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			again, err := fused.New(devs[0], set, g)
+			again, err := fused.New(devs[0], s.set, g)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -322,6 +311,26 @@ func applyOnOne(one *fused.Engine, s *Sharded, ed engine.Edit) error {
 		return errors.New("applyOnOne maps clones and removals only")
 	}
 	return one.Apply(mapped)
+}
+
+// onePair is case c's scene and views on one engine (on devs[0]) and sharded over c.ranks
+// ranks of devs through the host exchanger, with the case's step options; both close when the
+// test ends.
+func onePair(t *testing.T, devs []gpu.Device, c shardedCase) (*fused.Engine, *Sharded, *splat.Gaussians, []*engine.View, engine.StepOptions) {
+	t.Helper()
+	g, vs := shardedScene(c, shardedN, shardedW, shardedH)
+	set, o := c.settings()
+	one, err := fused.New(devs[0], set, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { one.Close() })
+	s, err := NewSharded(devs[:c.ranks], NewHostExchanger(c.ranks), set, g, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return one, s, g, vs, o
 }
 
 // bitsDiffer counts the values of a and b whose bits differ, and any length difference.
@@ -635,18 +644,7 @@ func TestShardedRelocateMatchesOneEngine(t *testing.T) {
 		{name: "3 ranks/ray/in-view", ranks: 3, model: prep.Ray, tile: 16, sh: 1, hide: -1, seed: 99, mcmc: true, regInView: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			g, vs := shardedScene(c, shardedN, shardedW, shardedH)
-			set, o := c.settings()
-			one, err := fused.New(devs[0], set, g)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer one.Close()
-			s, err := NewSharded(devs[:c.ranks], NewHostExchanger(c.ranks), set, g, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			one, s, _, vs, o := onePair(t, devs, c)
 			view := 0
 			steps := func(what string, k int, o engine.StepOptions) {
 				t.Helper()
