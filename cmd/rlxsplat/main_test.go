@@ -13,6 +13,7 @@ import (
 
 	"github.com/rlxsplat/rlxsplat/internal/app"
 	"github.com/rlxsplat/rlxsplat/internal/config"
+	"github.com/rlxsplat/rlxsplat/internal/gpu"
 	"github.com/rlxsplat/rlxsplat/internal/io/ply"
 	"github.com/rlxsplat/rlxsplat/internal/io/spz"
 	"github.com/rlxsplat/rlxsplat/internal/sharedtest"
@@ -485,4 +486,66 @@ func TestShaderDirNotice(t *testing.T) {
 			t.Errorf("env %q: notice shown %v, want %v (stderr %q)", tt.env, got, tt.want, errb.String())
 		}
 	}
+}
+
+// A run sharded over two emulated GPUs (--shard) trains the repository's capture through
+// densification and reports each GPU's memory; its checkpoint resumes on one engine, and one
+// engine's checkpoint resumes sharded: checkpoints hold one engine's layout.
+func TestTrainShardedAcrossLayouts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping the sharded training runs")
+	}
+	if d, err := gpu.Open(gpu.KindEmu); err != nil {
+		t.Skipf("no host emulator to shard over: %v", err)
+	} else {
+		d.Close()
+	}
+	data := filepath.Join("..", "..", "testdata", "demo")
+	train := func(what, dir string, extra ...string) string {
+		t.Helper()
+		s, _, errb := testStreams()
+		args := append([]string{"train", "--data", data, "--device", "emu", "--out", dir, "--set", "train.preview_every=0",
+			"--set", "train.eval_steps=1", "--set", "densify.from=20", "--set", "densify.every=20", "--set", "train.checkpoint_every=40"}, extra...)
+		if code := run(args, s); code != exitOK {
+			t.Fatalf("%s: exit %d: %s", what, code, errb.String())
+		}
+		return errb.String()
+	}
+	sharded, one := t.TempDir(), t.TempDir()
+	log := train("sharded", sharded, "--gpus", "2", "--shard", "--iterations", "60")
+	for _, want := range []string{"× 2, Gaussians sharded", "peak device memory per GPU"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the sharded run's log does not say %q:\n%s", want, log)
+		}
+	}
+	p := evals(t, sharded)
+	t.Logf("sharded over 2 ranks: test PSNR %.2f dB after the first step, %.2f after 60", p[0], p[len(p)-1])
+	if len(p) != 2 || p[1]-p[0] < 2 {
+		t.Errorf("sharded test PSNR %v dB: want a rise of 2 dB over 60 steps", p)
+	}
+	train("one engine", one, "--iterations", "40")
+	for _, c := range []struct {
+		what, ckpt string
+		extra      []string
+	}{
+		{"the sharded checkpoint on one engine", filepath.Join(sharded, "checkpoints", "step-00040.ckpt"), []string{"--gpus", "1", "--shard=false"}},
+		{"one engine's checkpoint sharded", filepath.Join(one, "checkpoints", "step-00040.ckpt"), []string{"--gpus", "2", "--shard"}},
+	} {
+		s, _, errb := testStreams()
+		if code := run(append([]string{"train", "--resume", c.ckpt, "--iterations", "60", "--device", "emu"}, c.extra...), s); code != exitOK {
+			t.Fatalf("%s: exit %d: %s", c.what, code, errb.String())
+		}
+		t.Logf("%s: %s", c.what, lastLine(errb.String(), "test PSNR"))
+	}
+}
+
+// lastLine is the last line of log that contains s.
+func lastLine(log, s string) string {
+	out := ""
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, s) {
+			out = l
+		}
+	}
+	return out
 }
