@@ -171,34 +171,84 @@ func cutEdit(ed engine.Edit, ranges [][2]int) ([]engine.Edit, error) {
 // share), and the statistics are zeroed, as one engine's Apply does. The scene is one engine's
 // after ed up to the order of its splats: one engine puts every new splat after all the kept
 // ones, here each follows its owner's kept splats, and global ids are renumbered rank by rank.
-// Then, if the shares have drifted apart, rows move to even them (rebalance). An edit that
-// would leave an owner no splat is refused before any owner applies its share.
+// Then, if the shares have drifted apart, rows move to even them (rebalance).
+//
+// An owner whose edit removes every splat it holds (a region pruned whole) is given the
+// nearest other owner's neighbouring splat first, kept by its edit, as rebalancing would give
+// it, since an engine holds at least one splat. An edit that leaves fewer splats than ranks is
+// refused before any owner applies its share.
 func (s *Sharded) Apply(ed engine.Edit) error {
 	edits, err := cutEdit(ed, s.Ranges())
 	if err != nil {
 		return err
 	}
+	after, total := make([]int, len(s.ranks)), 0
 	for r, rk := range s.ranks {
 		plan, err := engine.PlanEdit(edits[r], rk.hi-rk.lo)
 		if err != nil {
 			return fmt.Errorf("multi: sharded: edit: rank %d: %w", r, err)
 		}
-		if len(plan.Src) == 0 {
-			return fmt.Errorf("multi: sharded: edit: it leaves rank %d (splats [%d, %d)) none of its splats: %w", r, rk.lo, rk.hi, engine.ErrEmpty)
-		}
+		after[r] = len(plan.Src)
+		total += after[r]
 	}
-	err = s.parallel("edit", func(r int, rk *shardRank) error {
-		e := edits[r]
+	if total < len(s.ranks) {
+		return fmt.Errorf("multi: sharded: edit: it leaves %d splats for %d ranks, each of which owns at least one: %w", total, len(s.ranks), engine.ErrEmpty)
+	}
+	apply := func(rk *shardRank, e engine.Edit) error {
 		if len(e.Clone) == 0 && len(e.Split) == 0 && !slices.Contains(e.Remove, true) {
 			return rk.eng.ResetStats() // nothing else of Apply's work is this owner's
 		}
 		return rk.eng.Apply(e)
+	}
+	err = s.parallel("edit", func(r int, rk *shardRank) error {
+		if after[r] == 0 {
+			return nil // below, once a splat has come to it
+		}
+		return apply(rk, edits[r])
 	})
 	s.renumber() // whatever failed, the ranges follow what the owners now hold
 	if err != nil {
 		return err
 	}
+	for r, rk := range s.ranks {
+		if after[r] > 0 {
+			continue
+		}
+		// Ranks after r that the edit empties still hold the splats it removes.
+		q, err := s.refill(r, func(q int) bool { return q > r && after[q] == 0 })
+		if err != nil {
+			return fmt.Errorf("multi: sharded: edit: rank %d, emptied by it: %w", r, err)
+		}
+		e := edits[r]
+		if q < r {
+			e.Remove = append([]bool{false}, e.Remove...) // the splat came to its front
+		} else {
+			e.Remove = append(slices.Clone(e.Remove), false) // to its end
+		}
+		err = apply(rk, e)
+		s.renumber()
+		if err != nil {
+			return fmt.Errorf("multi: sharded: edit: rank %d: %w", r, err)
+		}
+	}
 	return s.rebalance()
+}
+
+// refill moves one splat to rank r, which an edit is about to empty, from the nearest rank
+// that holds more than one and is not doomed (holding only splats the edit removes): its first
+// splat to r's end from a later rank, its last to r's front from an earlier one. Ranks in
+// between are being emptied too, so in the order that remains the splat keeps its place. It
+// returns the rank the splat came from.
+func (s *Sharded) refill(r int, doomed func(q int) bool) (int, error) {
+	for d := 1; d < len(s.ranks); d++ {
+		for _, q := range []int{r + d, r - d} {
+			if q < 0 || q >= len(s.ranks) || s.ranks[q].hi-s.ranks[q].lo < 2 || doomed(q) {
+				continue
+			}
+			return q, s.moveRows(q, r, 1)
+		}
+	}
+	return -1, errors.New("no rank holds a splat to spare")
 }
 
 // rebalanceSlack is how far the largest share may exceed the smallest before rows move: the

@@ -344,9 +344,9 @@ func bitsDiffer(a, b []float32) int {
 	return d
 }
 
-// TestShardedEngineRefusals: an edit that would empty a rank is refused before any rank
-// applies its share; edits and relocations with bad indices name them; a state too small for
-// the ranks is refused.
+// TestShardedEngineRefusals: an edit that would leave fewer splats than ranks is refused
+// before any rank applies its share; edits and relocations with bad indices name them; a state
+// too small for the ranks is refused.
 func TestShardedEngineRefusals(t *testing.T) {
 	devs := emuDevices(t, 2)
 	c := shardedCase{ranks: 2, model: prep.EWA, tile: 16, sh: 1, hide: -1, seed: 93}
@@ -358,16 +358,16 @@ func TestShardedEngineRefusals(t *testing.T) {
 	}
 	defer s.Close()
 	before, _ := s.Gaussians()
-	emptyRank1 := engine.Edit{Remove: make([]bool, 40), Clone: []int32{3}}
-	for i := 20; i < 40; i++ {
-		emptyRank1.Remove[i] = true
+	oneLeft := engine.Edit{Remove: make([]bool, 40)}
+	for i := 1; i < 40; i++ {
+		oneLeft.Remove[i] = true
 	}
 	for _, x := range []struct {
 		name string
 		run  func() error
 		want string
 	}{
-		{"an edit that empties rank 1", func() error { return s.Apply(emptyRank1) }, "leaves rank 1"},
+		{"an edit that leaves fewer splats than ranks", func() error { return s.Apply(oneLeft) }, "leaves 1 splats for 2 ranks"},
 		{"a clone out of range", func() error { return s.Apply(engine.Edit{Clone: []int32{40}}) }, "clone 0: index 40 outside 0..39"},
 		{"a split out of range", func() error {
 			return s.Apply(engine.Edit{Split: []int32{-1}, SplitN: 1, SplitScaleDiv: 1, SplitSamples: make([]float32, 3)})
@@ -389,7 +389,7 @@ func TestShardedEngineRefusals(t *testing.T) {
 			t.Errorf("%s: %v, want an error saying %q", x.name, err, x.want)
 			continue
 		}
-		if x.name == "an edit that empties rank 1" && !errors.Is(err, engine.ErrEmpty) {
+		if x.name == "an edit that leaves fewer splats than ranks" && !errors.Is(err, engine.ErrEmpty) {
 			t.Errorf("%s: %v does not wrap engine.ErrEmpty", x.name, err)
 		}
 		t.Logf("%s: %v", x.name, err)
@@ -763,5 +763,75 @@ func TestShardedMemoryFalls(t *testing.T) {
 		if peak > bound {
 			t.Errorf("%d ranks: a rank's buffers peaked at %d bytes, one engine's at %d (bound %d)", ranks, peak, wholePeak, bound)
 		}
+	}
+}
+
+// TestShardedEditEmptiesRanks prunes whole ranks' shares, as a region pruned whole is: each
+// emptied rank takes a splat from the nearest rank with one to spare, and the scene must be one
+// engine's after the same edit (the same splats, steps after it to the bit), its ranges even.
+func TestShardedEditEmptiesRanks(t *testing.T) {
+	devs := emuDevices(t, 3)
+	for _, c := range []struct {
+		name    string
+		ranks   int
+		emptied []int
+	}{
+		{"2 ranks/first", 2, []int{0}},
+		{"2 ranks/last", 2, []int{1}},
+		{"3 ranks/middle", 3, []int{1}},
+		{"3 ranks/first two", 3, []int{0, 1}},
+		{"3 ranks/last two", 3, []int{1, 2}},
+		{"3 ranks/first and last", 3, []int{0, 2}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sc := shardedCase{ranks: c.ranks, model: prep.EWA, tile: 16, sh: 1, hide: -1, seed: 101}
+			one, s, _, vs, o := onePair(t, devs, sc)
+			for k := range 2 {
+				_, err1 := one.Step(vs[k], o)
+				_, err2 := stepWithin(s, vs[k], o)
+				if err := errors.Join(err1, err2); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ed := engine.Edit{Remove: make([]bool, s.Len())}
+			for _, r := range c.emptied {
+				lo, hi := s.Range(r)
+				for i := lo; i < hi; i++ {
+					ed.Remove[i] = true
+				}
+			}
+			for r := range c.ranks { // and some growth on a rank that keeps its splats
+				if !slices.Contains(c.emptied, r) {
+					lo, hi := s.Range(r)
+					ed.Clone = []int32{int32(lo), int32(hi - 1)}
+					break
+				}
+			}
+			if err := errors.Join(one.Apply(ed), s.Apply(ed)); err != nil {
+				t.Fatal(err)
+			}
+			if want := Shares(s.Len(), c.ranks); !slices.Equal(s.Ranges(), want) {
+				t.Errorf("ranges %v, want %v", s.Ranges(), want)
+			}
+			ws, err1 := one.State()
+			gs, err2 := s.State()
+			if err := errors.Join(err1, err2); err != nil {
+				t.Fatal(err)
+			}
+			if p := sameSplats(ws, gs); p != "" {
+				t.Errorf("after the edit: %s", p)
+			}
+			for k := range 2 {
+				w, err1 := one.Step(vs[k], o)
+				got, err2 := stepWithin(s, vs[k], o)
+				if err := errors.Join(err1, err2); err != nil {
+					t.Fatal(err)
+				}
+				if math.Float64bits(got.Loss) != math.Float64bits(w.Loss) || bitsDiffer(got.Image, w.Image) > 0 {
+					t.Errorf("step %d after the edit: loss %.9g, one engine %.9g", k, got.Loss, w.Loss)
+				}
+			}
+			t.Logf("%d splats over %v", s.Len(), s.Ranges())
+		})
 	}
 }
