@@ -13,14 +13,14 @@ build:
 
 ## test: every test; GPU tests skip here with the reason, and the fused engine's kernels then
 ## run on the host emulator instead (needs g++; skipped with the reason without it), and the
-## stage-parity, batch, edit and graph tests again through the Metal backend on a simulated device
+## stage-parity, batch, edit, graph and row-moving tests again through the Metal backend on a simulated device
 ## (the exact MSL built for the host). The
 ## output is go test's, then every skipped test with its reason (internal/cmd/skipreport);
 ## the exit status is go test's.
 test:
 	@$(GO) build -o bin/skipreport ./internal/cmd/skipreport
 	bin/skipreport -go $(GO) ./... \; RLXSPLAT_FUSED_EMU=1 ./internal/fused ./internal/multi \
-		\; RLXSPLAT_FUSED_METAL_HOST=1 -run '^(TestStageParity|TestEditsAndState|TestGraphStepsMatchEager|TestBatchParity)$$' ./internal/fused
+		\; RLXSPLAT_FUSED_METAL_HOST=1 -run '^(TestStageParity|TestEditsAndState|TestGraphStepsMatchEager|TestBatchParity|TestRows.*)$$' ./internal/fused
 
 test-short:
 	$(GO) test -short ./...
