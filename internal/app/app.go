@@ -174,15 +174,11 @@ func NewEngine(c *config.Config, g *splat.Gaussians, notice func(string)) (engin
 		if c.Train.Device == config.DeviceAuto {
 			kind = gpu.KindCUDA
 		}
-		if c.Train.Shard {
-			eng, err := newShardedEngine(kind, c.Train.GPUs, set, g, notice)
-			if err != nil {
+		eng, err := newMultiEngine(kind, c.Train.GPUs, c.Train.Shard, set, g, notice)
+		if err != nil {
+			if c.Train.Shard {
 				return nil, fmt.Errorf("app: train.shard over %d GPUs: %w", c.Train.GPUs, err)
 			}
-			return eng, nil
-		}
-		eng, err := newMultiEngine(kind, c.Train.GPUs, set, g, notice)
-		if err != nil {
 			return nil, fmt.Errorf("app: train.gpus %d: %w", c.Train.GPUs, err)
 		}
 		return eng, nil
@@ -235,9 +231,11 @@ func newGPUEngine(kind string, set engine.Settings, g *splat.Gaussians, notice f
 	return e, nil
 }
 
-// newMultiEngine opens n devices of kind and starts the data-parallel engine
-// (internal/multi) over them, its gradients reduced as NewReducer says.
-func newMultiEngine(kind string, n int, set engine.Settings, g *splat.Gaussians, notice func(string)) (engine.Engine, error) {
+// newMultiEngine opens n devices of kind and starts an engine over them: the data-parallel one
+// (internal/multi), its gradients reduced as NewReducer says, or with shard the sharded one
+// (multi.Sharded), its splats first put in Morton order so that each GPU's share is a compact
+// region, the records travelling as NewExchanger says.
+func newMultiEngine(kind string, n int, shard bool, set engine.Settings, g *splat.Gaussians, notice func(string)) (engine.Engine, error) {
 	devs, err := OpenDevices(kind, n)
 	if err != nil {
 		return nil, err
@@ -246,27 +244,12 @@ func newMultiEngine(kind string, n int, set engine.Settings, g *splat.Gaussians,
 	if notice != nil {
 		opts = append(opts, fused.WithNotice(notice))
 	}
-	e, err := multi.New(devs, NewReducer(kind, n, notice), set, g, true, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNoGPU, err)
+	var e engine.Engine
+	if shard {
+		e, err = multi.NewSharded(devs, NewExchanger(kind, n, notice), set, splat.Gather(g, multi.MortonOrder(g)), true, opts...)
+	} else {
+		e, err = multi.New(devs, NewReducer(kind, n, notice), set, g, true, opts...)
 	}
-	return e, nil
-}
-
-// newShardedEngine opens n devices of kind and shards the scene over them (multi.Sharded), its
-// splats first put in Morton order so that each GPU's share is a compact region; the records
-// travel as NewExchanger says.
-func newShardedEngine(kind string, n int, set engine.Settings, g *splat.Gaussians, notice func(string)) (engine.Engine, error) {
-	devs, err := OpenDevices(kind, n)
-	if err != nil {
-		return nil, err
-	}
-	var opts []fused.Option
-	if notice != nil {
-		opts = append(opts, fused.WithNotice(notice))
-	}
-	g = splat.Gather(g, multi.MortonOrder(g))
-	e, err := multi.NewSharded(devs, NewExchanger(kind, n, notice), set, g, true, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoGPU, err)
 	}

@@ -318,19 +318,26 @@ func applyOnOne(one *fused.Engine, s *Sharded, ed engine.Edit) error {
 // test ends.
 func onePair(t *testing.T, devs []gpu.Device, c shardedCase) (*fused.Engine, *Sharded, *splat.Gaussians, []*engine.View, engine.StepOptions) {
 	t.Helper()
-	g, vs := shardedScene(c, shardedN, shardedW, shardedH)
+	return onePairOn(t, devs[0], devs[:c.ranks], c, shardedN, shardedW, shardedH)
+}
+
+// onePairOn is onePair with the one engine on one, the ranks on ranks, and a scene of n splats
+// seen at w×h.
+func onePairOn(t *testing.T, one gpu.Device, ranks []gpu.Device, c shardedCase, n, w, h int) (*fused.Engine, *Sharded, *splat.Gaussians, []*engine.View, engine.StepOptions) {
+	t.Helper()
+	g, vs := shardedScene(c, n, w, h)
 	set, o := c.settings()
-	one, err := fused.New(devs[0], set, g)
+	e, err := fused.New(one, set, g)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { one.Close() })
-	s, err := NewSharded(devs[:c.ranks], NewHostExchanger(c.ranks), set, g, false)
+	t.Cleanup(func() { e.Close() })
+	s, err := NewSharded(ranks, NewHostExchanger(len(ranks)), set, g, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return one, s, g, vs, o
+	return e, s, g, vs, o
 }
 
 // bitsDiffer counts the values of a and b whose bits differ, and any length difference.
@@ -491,18 +498,7 @@ func TestShardedRebalanceKeepsOrder(t *testing.T) {
 func TestEditOrder(t *testing.T) {
 	devs := emuDevices(t, 3)
 	c := shardedCase{ranks: 3, model: prep.EWA, tile: 16, sh: 1, hide: -1, seed: 95}
-	g, vs := shardedScene(c, 600, 32, 24)
-	set, o := c.settings()
-	one, err := fused.New(devs[0], set, g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer one.Close()
-	s, err := NewSharded(devs, NewHostExchanger(3), set, g, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	one, s, g, vs, o := onePairOn(t, devs[0], devs, c, 600, 32, 24)
 	one.Step(vs[0], o)
 	stepWithin(s, vs[0], o)
 	ed := randomEdit(rand.New(rand.NewPCG(c.seed, 2)), g.Len())
@@ -556,18 +552,7 @@ func TestShardedEngineOnOneGPU(t *testing.T) {
 		{name: "3 ranks/ray", ranks: 3, model: prep.Ray, tile: 16, sh: 2, hide: -1, seed: 97},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			g, vs := shardedScene(c, 4000, 160, 120)
-			set, so := c.settings()
-			one, err := fused.New(devs[0], set, g)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer one.Close()
-			s, err := NewSharded(devs[1:1+c.ranks], NewHostExchanger(c.ranks), set, g, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			one, s, _, vs, so := onePairOn(t, devs[0], devs[1:1+c.ranks], c, 4000, 160, 120)
 			view := 0
 			steps := func(what string, k int, exact bool) {
 				t.Helper()
