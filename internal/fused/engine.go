@@ -572,6 +572,9 @@ func (e *Engine) or(b gpu.Buffer) gpu.Buffer {
 func (e *Engine) upload(g, m, v *splat.Gaussians, step int64, st *engine.Stats) error {
 	e.packed, e.summed = nil, nil
 	n := g.Len()
+	if err := checkSplats("upload", n); err != nil {
+		return err
+	}
 	if err := e.growSplats(n); err != nil {
 		return err
 	}
@@ -748,6 +751,9 @@ func (e *Engine) Apply(ed engine.Edit) error {
 	oldN, newN := e.n, len(plan.Src)
 	if newN == 0 {
 		return fmt.Errorf("fused: edit: %w", engine.ErrEmpty)
+	}
+	if err := checkSplats("edit", newN); err != nil {
+		return err
 	}
 	// Split children: the parents' geometry (the first 10 floats of the packed layout per
 	// splat: means, log-scales, quaternions) comes to the host, which places the children.

@@ -37,6 +37,9 @@ func (e *Engine) Relocate(r engine.Relocation) error {
 		return fmt.Errorf("fused: %w", err)
 	}
 	newN := oldN + len(r.Append)
+	if err := checkSplats("relocation", newN); err != nil {
+		return err
+	}
 	src := make([]int32, newN)
 	for j := range oldN {
 		src[j] = int32(j)

@@ -21,9 +21,20 @@ import (
 // both Adam moments' 59 each.
 const RowWords = 3 * abi.ParamFloats
 
-// maxRows is the most rows one packed buffer may hold: the kernels index its 59 floats a row
-// with u32 thread ids.
+// maxRows is the most rows one packed buffer may hold: the kernels (gather_rows, adam_step,
+// put_rows) index its 59 floats a row with u32 thread ids. So it is also the most splats one
+// engine holds (about 72.8M).
 const maxRows = math.MaxUint32 / paramFloats
+
+// checkSplats refuses n splats past maxRows, for what (an edit, an upload, a relocation),
+// before any device work: past it the kernels' element indices would wrap and write the wrong
+// splats.
+func checkSplats(what string, n int) error {
+	if n > maxRows {
+		return fmt.Errorf("fused: %s to %d Gaussians: one engine holds at most %d (its kernels index the 59 floats a Gaussian with 32-bit ids); shard the scene over several GPUs (train.shard)", what, n, maxRows)
+	}
+	return nil
+}
 
 // blockPart is the byte offset in a row block of count rows of its part k: 0 the parameters,
 // 1 the first moments, 2 the second moments.
@@ -110,8 +121,8 @@ func (e *Engine) InsertRows(block gpu.Buffer, count, at int) error {
 		return nil
 	}
 	oldN, newN := e.n, e.n+count
-	if newN > maxRows {
-		return fmt.Errorf("fused: %s: %d Gaussians and %d more pass the %d a packed buffer holds", what, oldN, count, maxRows)
+	if err := checkSplats(what, newN); err != nil {
+		return err
 	}
 	var kept *engine.Stats
 	if newN > e.capN || at < oldN {

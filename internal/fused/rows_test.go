@@ -603,3 +603,31 @@ func TestRowsForgetProjection(t *testing.T) {
 		})
 	}
 }
+
+// TestSplatLimit: past maxRows splats the kernels' 32-bit element ids would wrap, so an edit or
+// a relocation that grows the engine past it is refused, with the limit and what to do, before
+// any device work, and the engine is as it was.
+func TestSplatLimit(t *testing.T) {
+	r := newRowsRig(t)
+	e := r.receiver(710)
+	had := r.rows(e)
+	over := make([]int32, maxRows-e.Len()+1) // clones of splat 0, one past the limit
+	for _, c := range []struct {
+		name string
+		call func() error
+	}{
+		{"edit", func() error { return e.Apply(engine.Edit{Clone: over}) }},
+		{"relocation", func() error { return e.Relocate(engine.Relocation{Append: over}) }},
+	} {
+		err := c.call()
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("one engine holds at most %d", maxRows)) {
+			t.Errorf("%s to %d Gaussians: %v, want the limit named", c.name, e.Len()+len(over), err)
+			continue
+		}
+		t.Logf("%s: %v", c.name, err)
+	}
+	r.same("after the refusals", e, had)
+	if err := checkSplats("upload", maxRows); err != nil {
+		t.Errorf("exactly maxRows splats refused: %v", err)
+	}
+}
