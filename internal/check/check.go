@@ -63,6 +63,18 @@ func MaxAbs[F Float](a, b []F) float64 {
 	return m
 }
 
+// BitsDiffer counts the float32 values of a and b whose bits differ, and each value one has
+// beyond the other's length: the measure of the comparisons that must hold to the bit.
+func BitsDiffer(a, b []float32) int {
+	d := max(len(a), len(b)) - min(len(a), len(b))
+	for i := range min(len(a), len(b)) {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			d++
+		}
+	}
+	return d
+}
+
 // Grad compares an analytic gradient with its finite-difference estimate.
 // It fails when the relative error exceeds tol, when either holds a NaN, or
 // when the reference is all zero while the analytic one is not (a check

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rlxsplat/rlxsplat/internal/camera"
+	"github.com/rlxsplat/rlxsplat/internal/check"
 	"github.com/rlxsplat/rlxsplat/internal/fmath"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
 )
@@ -219,33 +220,22 @@ func TestMCMCShare(t *testing.T) {
 	ms := m
 	ms.Scene, ms.Base = n, lo
 	PerturbMeans(share, ms, 0, hi-lo)
-	if d := cmpBits(share.Means, whole.Means[3*lo:3*hi]); d > 0 {
+	if d := check.BitsDiffer(share.Means, whole.Means[3*lo:3*hi]); d > 0 {
 		t.Errorf("noise: %d of the share's mean coordinates differ from the whole scene's", d)
 	}
-	if cmpBits(share.Means, g.Means[3*lo:3*hi]) == 0 {
+	if check.BitsDiffer(share.Means, g.Means[3*lo:3*hi]) == 0 {
 		t.Fatal("the noise moved nothing: the check above tells nothing")
 	}
 	gw, gs := splat.Zeros[float32](n), splat.Zeros[float32](hi-lo)
 	RegularizerGrads(gw, g, m, nil, 0, n)
 	RegularizerGrads(gs, g.Range(lo, hi), ms, nil, 0, hi-lo)
-	if d := cmpBits(gs.OpacityLogits, gw.OpacityLogits[lo:hi]) + cmpBits(gs.LogScales, gw.LogScales[3*lo:3*hi]); d > 0 {
+	if d := check.BitsDiffer(gs.OpacityLogits, gw.OpacityLogits[lo:hi]) + check.BitsDiffer(gs.LogScales, gw.LogScales[3*lo:3*hi]); d > 0 {
 		t.Errorf("regularisers: %d of the share's gradients differ from the whole scene's", d)
 	}
 	ms.Scene = 0
 	gs = splat.Zeros[float32](hi - lo)
 	RegularizerGrads(gs, g.Range(lo, hi), ms, nil, 0, hi-lo)
-	if cmpBits(gs.OpacityLogits, gw.OpacityLogits[lo:hi]) == 0 {
+	if check.BitsDiffer(gs.OpacityLogits, gw.OpacityLogits[lo:hi]) == 0 {
 		t.Error("without Scene the share's regularisers are the whole scene's: the means are over the share")
 	}
-}
-
-// cmpBits counts the values of a and b whose bits differ.
-func cmpBits(a, b []float32) int {
-	d := 0
-	for i := range a {
-		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
-			d++
-		}
-	}
-	return d
 }

@@ -255,7 +255,7 @@ func TestDataParallelOverflow(t *testing.T) {
 		}
 		p0, _ := ranks[0].Gaussians()
 		p1, _ := ranks[1].Gaussians()
-		if d := countDiff(pack(p0), pack(p1)); d > 0 {
+		if d := check.BitsDiffer(pack(p0), pack(p1)); d > 0 {
 			t.Fatalf("the ranks differ in %d values after the step", d)
 		}
 		s0, _ := ranks[0].Stats()

@@ -325,7 +325,7 @@ func compare(dev gpu.Device, set engine.Settings, g *splat.Gaussians, v *engine.
 	if err != nil {
 		return nil, err
 	}
-	d := countDiff(pack(fAfter), pack(want))
+	d := check.BitsDiffer(pack(fAfter), pack(want))
 	r.count("params after adam", d, n*paramFloats, fmt.Sprintf("%d of %d values differ from the CPU optimizer on the device's gradients", d, n*paramFloats))
 	a, b := pack(fAfter), pack(cAfter)
 	r.out = append(r.out, CompareRow{Name: "params vs cpu step", MaxAbs: check.MaxAbs(a, b), RelErr: check.RelErr(a, b), Cosine: math.NaN(),
@@ -353,7 +353,7 @@ func compare(dev gpu.Device, set engine.Settings, g *splat.Gaussians, v *engine.
 	if err != nil {
 		return nil, fmt.Errorf("fused: compare: parameters: %w", err)
 	}
-	r.count("adam on cpu gradients", countDiff(pack(aAfter), pack(cAfter)), n*paramFloats, "")
+	r.count("adam on cpu gradients", check.BitsDiffer(pack(aAfter), pack(cAfter)), n*paramFloats, "")
 
 	if err := r.edit(ce, n); err != nil {
 		return nil, err
@@ -449,8 +449,8 @@ func (r *rows) sparseAdam(g *splat.Gaussians) error {
 		if err != nil {
 			return err
 		}
-		d := countDiff(pack(got), pack(want))
-		left := countDiff(pack(want), pack(dense))
+		d := check.BitsDiffer(pack(got), pack(want))
+		left := check.BitsDiffer(pack(want), pack(dense))
 		// A left value of a splat out of view differs from its dense update unless that update
 		// rounds away (a moment drawn near zero): the host's result must differ from the dense
 		// one in most of those values and nowhere else.
@@ -499,8 +499,8 @@ func (r *rows) adamBelowDegree(g, m, v, grads *splat.Gaussians, valid []uint32, 
 	if _, err := opt.Step(want, grads, [adam.NumGroups]float32{lr.Means, lr.LogScales, lr.Quats, lr.Opacity, lr.SHDC, lr.SHRest}, inView); err != nil {
 		return fmt.Errorf("fused: compare: host adam: %w", err)
 	}
-	d := countDiff(pack(got), pack(want))
-	moved := countDiff(pack(want), pack(g))
+	d := check.BitsDiffer(pack(got), pack(want))
+	moved := check.BitsDiffer(pack(want), pack(g))
 	r.count("adam below the sh degree used", d, g.Len()*paramFloats, fmt.Sprintf("%d of %d values differ from the CPU optimizer, which updates every band; %d values moved", min(d, g.Len()*paramFloats), g.Len()*paramFloats, moved))
 	return nil
 }
@@ -586,7 +586,7 @@ func (r *rows) mcmcTerms(ce *cpu.Engine) error {
 			moved++
 		}
 	}
-	d := countDiff(pack(after), pack(g))
+	d := check.BitsDiffer(pack(after), pack(g))
 	r.count("mcmc noise", d, n*paramFloats, fmt.Sprintf("%d of %d values differ; %d mean coordinates moved", d, n*paramFloats, moved))
 	return nil
 }
@@ -657,7 +657,7 @@ func (r *rows) regularisedAdam(g *splat.Gaussians, m engine.MCMCStep) error {
 	if err != nil {
 		return err
 	}
-	d := countDiff(pack(got), pack(want))
+	d := check.BitsDiffer(pack(got), pack(want))
 	name, scope := "mcmc regularisers", "every splat's"
 	if m.RegInView {
 		name, scope = "mcmc regularisers in view", "the splats' in view"
@@ -721,13 +721,13 @@ func stateDiff(fe *Engine, ce *cpu.Engine) (bad, of int, where []string, err err
 	}{{"params", a.Params, b.Params}, {"adam m", a.AdamM, b.AdamM}, {"adam v", a.AdamV, b.AdamV}} {
 		pa, pb := pack(x.a), pack(x.b)
 		of += len(pb)
-		if d := countDiff(pa, pb); d > 0 {
+		if d := check.BitsDiffer(pa, pb); d > 0 {
 			bad += d
 			where = append(where, fmt.Sprintf("%s: %d values differ", x.name, d))
 		}
 	}
 	of += len(b.Stats.GradAccum) + len(b.Stats.MaxRadius)
-	if d := countDiff(a.Stats.GradAccum, b.Stats.GradAccum) + countDiff(a.Stats.MaxRadius, b.Stats.MaxRadius); d > 0 {
+	if d := check.BitsDiffer(a.Stats.GradAccum, b.Stats.GradAccum) + check.BitsDiffer(a.Stats.MaxRadius, b.Stats.MaxRadius); d > 0 {
 		bad += d
 		where = append(where, fmt.Sprintf("statistics: %d values differ", d))
 	}
@@ -775,7 +775,7 @@ func (r *rows) projection(want *prep.Projected, n int) {
 			}
 		}
 		note := ""
-		if d := countDiff(a, b); d > 0 {
+		if d := check.BitsDiffer(a, b); d > 0 {
 			note = fmt.Sprintf("%d of %d values differ in the last bits", d, len(b))
 		}
 		r.near("projection "+f.name, a, b, TolExact, note)
@@ -914,16 +914,6 @@ func groups(a, b *splat.Gaussians) []groupPair {
 		{"opacity_logits", a.OpacityLogits, b.OpacityLogits},
 		{"sh_dc", dc(a, false), dc(b, false)}, {"sh_rest", dc(a, true), dc(b, true)},
 	}
-}
-
-func countDiff(a, b []float32) int {
-	d := 0
-	for i := range b {
-		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
-			d++
-		}
-	}
-	return d
 }
 
 func countTrue(b []bool) int {

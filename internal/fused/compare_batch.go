@@ -170,7 +170,7 @@ func CompareBatch(dev gpu.Device, set engine.Settings, g *splat.Gaussians, vs []
 	if err != nil {
 		return nil, err
 	}
-	d := countDiff(pack(after), pack(want))
+	d := check.BitsDiffer(pack(after), pack(want))
 	r.count("batch params after adam", d, n*paramFloats, fmt.Sprintf("%d of %d values differ from the CPU optimizer on the device's mean gradients", d, n*paramFloats))
 	cAfter, err := ce.Gaussians()
 	if err != nil {

@@ -247,11 +247,11 @@ func sameState(t *testing.T, what string, fe *Engine, ce *cpu.Engine) {
 		name string
 		a, b *splat.Gaussians
 	}{{"params", a.Params, b.Params}, {"adam m", a.AdamM, b.AdamM}, {"adam v", a.AdamV, b.AdamV}} {
-		if d := countDiff(pack(x.a), pack(x.b)); d > 0 {
+		if d := check.BitsDiffer(pack(x.a), pack(x.b)); d > 0 {
 			t.Errorf("%s: %s: %d values differ", what, x.name, d)
 		}
 	}
-	if d := countDiff(a.Stats.GradAccum, b.Stats.GradAccum) + countDiff(a.Stats.MaxRadius, b.Stats.MaxRadius); d > 0 {
+	if d := check.BitsDiffer(a.Stats.GradAccum, b.Stats.GradAccum) + check.BitsDiffer(a.Stats.MaxRadius, b.Stats.MaxRadius); d > 0 {
 		t.Errorf("%s: statistics: %d values differ", what, d)
 	}
 }
@@ -405,7 +405,7 @@ func TestNewDeviceCapabilities(t *testing.T) {
 			if !slices.Equal(r.losses, base.losses) {
 				t.Errorf("losses %v, with every feature %v", r.losses, base.losses)
 			}
-			if d := countDiff(r.params, base.params); d > 0 {
+			if d := check.BitsDiffer(r.params, base.params); d > 0 {
 				t.Errorf("%d parameters differ from the run with every feature", d)
 			}
 		})

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/rlxsplat/rlxsplat/internal/camera"
+	"github.com/rlxsplat/rlxsplat/internal/check"
 	"github.com/rlxsplat/rlxsplat/internal/engine"
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
@@ -100,10 +101,10 @@ func checkMCMCHooks(t *testing.T, dev gpu.Device, g *splat.Gaussians, v *engine.
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d := countDiff(regP, pack(regWant)); d > 0 {
+		if d := check.BitsDiffer(regP, pack(regWant)); d > 0 {
 			t.Errorf("regularised step (in view only: %v): %d of %d parameter values differ from the CPU optimizer on the plain step's gradients plus RegularizerGrads", inView, d, len(regP))
 		}
-		switch moved := countDiff(regP, plainP) > 0; {
+		switch moved := check.BitsDiffer(regP, plainP) > 0; {
 		case inView && !seen && moved:
 			t.Error("regularised in view only, a step that sees no splat moved parameters")
 		case (seen || !inView) && !moved:
@@ -115,10 +116,10 @@ func checkMCMCHooks(t *testing.T, dev gpu.Device, g *splat.Gaussians, v *engine.
 	noisyP, _, _ := run(noise)
 	wantP := unpack(append([]float32(nil), plainP...), n)
 	engine.PerturbMeans(wantP, noise, 0, n)
-	if d := countDiff(noisyP, pack(wantP)); d > 0 {
+	if d := check.BitsDiffer(noisyP, pack(wantP)); d > 0 {
 		t.Errorf("noisy step: %d of %d parameter values differ from the plain step's moved by PerturbMeans", d, len(noisyP))
 	}
-	if countDiff(noisyP, plainP) == 0 {
+	if check.BitsDiffer(noisyP, plainP) == 0 {
 		t.Error("the noise moved nothing: the test checks nothing")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rlxsplat/rlxsplat/internal/check"
 	"github.com/rlxsplat/rlxsplat/internal/engine"
 	"github.com/rlxsplat/rlxsplat/internal/gpu"
 	"github.com/rlxsplat/rlxsplat/internal/splat"
@@ -142,7 +143,7 @@ func rowDiffs(want, got hostRows) []string {
 		name      string
 		want, got [][paramFloats]float32
 	}{{"params", want.params, got.params}, {"adam m", want.m, got.m}, {"adam v", want.v, got.v}} {
-		part(x.name, func(i int) bool { return countDiff(x.got[i][:], x.want[i][:]) > 0 })
+		part(x.name, func(i int) bool { return check.BitsDiffer(x.got[i][:], x.want[i][:]) > 0 })
 	}
 	part("statistics", func(i int) bool {
 		return math.Float32bits(got.accum[i]) != math.Float32bits(want.accum[i]) || got.count[i] != want.count[i] ||
@@ -310,8 +311,8 @@ func TestRowsExportAppend(t *testing.T) {
 			if block == nil {
 				t.Fatal("ExportRows returned a nil block")
 			}
-			if got, want := dl[float32](t, send, block, RowWords*len(c.idx)), sent.sent(c.idx).block(); countDiff(got, want) > 0 {
-				t.Errorf("the block: %d of %d words differ from the packed layout of the rows", countDiff(got, want), len(want))
+			if got, want := dl[float32](t, send, block, RowWords*len(c.idx)), sent.sent(c.idx).block(); check.BitsDiffer(got, want) > 0 {
+				t.Errorf("the block: %d of %d words differ from the packed layout of the rows", check.BitsDiffer(got, want), len(want))
 			}
 			want := had.then(sent.sent(c.idx))
 			if c.at < 0 {

@@ -416,7 +416,7 @@ func compareShards(want shardState, got [2]shardState, ranges [2][2]int, m shard
 			if rel := check.RelErr(g.stats.MaxRadius, w.stats.MaxRadius[lo:hi]); !(rel <= TolExact) {
 				say("statistics' largest radii: relative L2 %.3g from one engine's", rel)
 			}
-		} else if d := countDiff(g.stats.MaxRadius, w.stats.MaxRadius[lo:hi]); d > 0 {
+		} else if d := check.BitsDiffer(g.stats.MaxRadius, w.stats.MaxRadius[lo:hi]); d > 0 {
 			say("statistics: %d of %d largest radii differ from one engine's", d, hi-lo)
 		}
 		if rel := check.RelErr(g.stats.GradAccum, w.stats.GradAccum[lo:hi]); !(rel <= TolGrad) {
@@ -433,7 +433,7 @@ func compareShards(want shardState, got [2]shardState, ranges [2][2]int, m shard
 			{"parameters", pack(g.params), pack(w.params.Range(lo, hi))},
 			{"statistics' gradient sums", g.stats.GradAccum, w.stats.GradAccum[lo:hi]},
 		} {
-			if d := countDiff(x.got, x.want); d > 0 {
+			if d := check.BitsDiffer(x.got, x.want); d > 0 {
 				say("%d of %d %s differ in bits from one engine's, which sums in the same order here", d, len(x.want), x.name)
 			}
 		}
@@ -452,8 +452,8 @@ func logShards(t *testing.T, step int, want shardState, got [2]shardState, range
 			worstGrad = max(worstGrad, check.RelErr(grp.got, grp.want))
 		}
 		worstParam = max(worstParam, check.RelErr(pack(got[o].params), pack(wp)))
-		gradBits += countDiff(pack(got[o].grads), pack(wg))
-		paramBits += countDiff(pack(got[o].params), pack(wp))
+		gradBits += check.BitsDiffer(pack(got[o].grads), pack(wg))
+		paramBits += check.BitsDiffer(pack(got[o].params), pack(wp))
 		values += (rg[1] - rg[0]) * paramFloats
 	}
 	t.Logf("step %d: worst gradient group relative L2 %.3g (tolerance %g), parameters %.3g (%g); %d gradient and %d parameter values of %d differ in any bit",

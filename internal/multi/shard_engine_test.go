@@ -112,7 +112,7 @@ func TestShardedEngineMatchesOneEngine(t *testing.T) {
 					if math.Float64bits(got.Loss) != math.Float64bits(w.Loss) || got.Visible != w.Visible || got.Entries != w.Entries {
 						t.Errorf("%s: loss %.9g, %d visible, %d entries; one engine %.9g, %d, %d", what, got.Loss, got.Visible, got.Entries, w.Loss, w.Visible, w.Entries)
 					}
-					if d := bitsDiffer(got.Image, w.Image); d > 0 {
+					if d := check.BitsDiffer(got.Image, w.Image); d > 0 {
 						t.Errorf("%s: %d of %d image values differ", what, d, len(w.Image))
 					}
 				}
@@ -136,7 +136,7 @@ func TestShardedEngineMatchesOneEngine(t *testing.T) {
 				if err1 != nil || err2 != nil {
 					t.Fatalf("render %d: %v %v", k, err1, err2)
 				}
-				if d := bitsDiffer(got, w); d > 0 {
+				if d := check.BitsDiffer(got, w); d > 0 {
 					t.Errorf("render %d: %d of %d values differ", k, d, len(w))
 				}
 			}
@@ -150,8 +150,8 @@ func TestShardedEngineMatchesOneEngine(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if bitsDiffer(gsh.LogScales, ws.LogScales)+bitsDiffer(gsh.OpacityLogits, ws.OpacityLogits)+
-				bitsDiffer(gst.GradAccum, wst.GradAccum)+bitsDiffer(gst.MaxRadius, wst.MaxRadius) > 0 || !slices.Equal(gst.Count, wst.Count) {
+			if check.BitsDiffer(gsh.LogScales, ws.LogScales)+check.BitsDiffer(gsh.OpacityLogits, ws.OpacityLogits)+
+				check.BitsDiffer(gst.GradAccum, wst.GradAccum)+check.BitsDiffer(gst.MaxRadius, wst.MaxRadius) > 0 || !slices.Equal(gst.Count, wst.Count) {
 				t.Error("the shapes or statistics read from the ranks are not one engine's")
 			}
 
@@ -340,17 +340,6 @@ func onePairOn(t *testing.T, one gpu.Device, ranks []gpu.Device, c shardedCase, 
 	return e, s, g, vs, o
 }
 
-// bitsDiffer counts the values of a and b whose bits differ, and any length difference.
-func bitsDiffer(a, b []float32) int {
-	d := max(len(a), len(b)) - min(len(a), len(b))
-	for i := range min(len(a), len(b)) {
-		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
-			d++
-		}
-	}
-	return d
-}
-
 // TestShardedEngineRefusals: an edit that would leave fewer splats than ranks is refused
 // before any rank applies its share; edits and relocations with bad indices name them; a state
 // too small for the ranks is refused.
@@ -482,9 +471,9 @@ func TestShardedRebalanceKeepsOrder(t *testing.T) {
 			if !slices.Equal(s.Ranges(), want) {
 				t.Errorf("ranges %v after rebalancing %v, want %v", s.Ranges(), uneven, want)
 			}
-			d := bitsDiffer(packed(after.Params), packed(before.Params)) + bitsDiffer(packed(after.AdamM), packed(before.AdamM)) +
-				bitsDiffer(packed(after.AdamV), packed(before.AdamV)) + bitsDiffer(after.Stats.GradAccum, before.Stats.GradAccum) +
-				bitsDiffer(after.Stats.MaxRadius, before.Stats.MaxRadius)
+			d := check.BitsDiffer(packed(after.Params), packed(before.Params)) + check.BitsDiffer(packed(after.AdamM), packed(before.AdamM)) +
+				check.BitsDiffer(packed(after.AdamV), packed(before.AdamV)) + check.BitsDiffer(after.Stats.GradAccum, before.Stats.GradAccum) +
+				check.BitsDiffer(after.Stats.MaxRadius, before.Stats.MaxRadius)
 			if d > 0 || !slices.Equal(after.Stats.Count, before.Stats.Count) {
 				t.Errorf("rebalancing %v changed %d values of the scene in global order", uneven, d)
 			}
@@ -514,10 +503,10 @@ func TestEditOrder(t *testing.T) {
 	if err := errors.Join(err1, err2); err != nil {
 		t.Fatal(err)
 	}
-	if d := bitsDiffer(packed(got), packed(permuted(w, order))); d > 0 {
+	if d := check.BitsDiffer(packed(got), packed(permuted(w, order))); d > 0 {
 		t.Fatalf("%d values differ from one engine's splats in the plans' order", d)
 	}
-	if d := bitsDiffer(packed(got), packed(w)); d == 0 {
+	if d := check.BitsDiffer(packed(got), packed(w)); d == 0 {
 		t.Fatal("the sharded order is one engine's: the check above tells nothing")
 	}
 }
@@ -642,8 +631,8 @@ func TestShardedRelocateMatchesOneEngine(t *testing.T) {
 					if err := errors.Join(err1, err2); err != nil {
 						t.Fatalf("%s: %v", what, err)
 					}
-					if math.Float64bits(got.Loss) != math.Float64bits(w.Loss) || bitsDiffer(got.Image, w.Image) > 0 {
-						t.Errorf("%s: loss %.9g, one engine %.9g; %d image values differ", what, got.Loss, w.Loss, bitsDiffer(got.Image, w.Image))
+					if math.Float64bits(got.Loss) != math.Float64bits(w.Loss) || check.BitsDiffer(got.Image, w.Image) > 0 {
+						t.Errorf("%s: loss %.9g, one engine %.9g; %d image values differ", what, got.Loss, w.Loss, check.BitsDiffer(got.Image, w.Image))
 					}
 				}
 			}
@@ -812,7 +801,7 @@ func TestShardedEditEmptiesRanks(t *testing.T) {
 				if err := errors.Join(err1, err2); err != nil {
 					t.Fatal(err)
 				}
-				if math.Float64bits(got.Loss) != math.Float64bits(w.Loss) || bitsDiffer(got.Image, w.Image) > 0 {
+				if math.Float64bits(got.Loss) != math.Float64bits(w.Loss) || check.BitsDiffer(got.Image, w.Image) > 0 {
 					t.Errorf("step %d after the edit: loss %.9g, one engine %.9g", k, got.Loss, w.Loss)
 				}
 			}

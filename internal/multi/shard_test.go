@@ -203,13 +203,13 @@ func compareBits(want, got shardedRun, ranges [][2]int) []string {
 		if g.Visible != w.Visible || g.Entries != w.Entries || g.NonFinite != w.NonFinite {
 			say("%d visible, %d entries, %d dropped; one engine %d, %d, %d", g.Visible, g.Entries, g.NonFinite, w.Visible, w.Entries, w.NonFinite)
 		}
-		if d := bitsDiffer(g.Image, w.Image); d > 0 {
+		if d := check.BitsDiffer(g.Image, w.Image); d > 0 {
 			say("%d of %d image values differ", d, len(w.Image))
 		}
 		for r, rg := range ranges {
 			lo, hi := rg[0], rg[1]
 			gp, wp := packed(got.params[k].Range(lo, hi)), packed(want.params[k].Range(lo, hi))
-			if d := bitsDiffer(gp, wp); d > 0 {
+			if d := check.BitsDiffer(gp, wp); d > 0 {
 				say("rank %d (splats [%d, %d)): %d of %d parameters differ, relative L2 %.3g", r, lo, hi, d, len(wp), check.RelErr(gp, wp))
 			}
 			gs, ws := got.stats[k], want.stats[k]
@@ -219,7 +219,7 @@ func compareBits(want, got shardedRun, ranges [][2]int) []string {
 					counts++
 				}
 			}
-			if d := counts + bitsDiffer(gs.GradAccum[lo:hi], ws.GradAccum[lo:hi]) + bitsDiffer(gs.MaxRadius[lo:hi], ws.MaxRadius[lo:hi]); d > 0 {
+			if d := counts + check.BitsDiffer(gs.GradAccum[lo:hi], ws.GradAccum[lo:hi]) + check.BitsDiffer(gs.MaxRadius[lo:hi], ws.MaxRadius[lo:hi]); d > 0 {
 				say("rank %d (splats [%d, %d)): %d statistics differ", r, lo, hi, d)
 			}
 		}
