@@ -7,9 +7,9 @@
 //
 // Arithmetic: every product whose result feeds a sum goes through mul_rn, which is never
 // contracted into a fused multiply-add. The CPU engine (Go, amd64) rounds every operation on
-// its own, so this keeps the GPU's projection, binning, forward and loss bit-compatible with
-// it (design.md §1: the GPU engine must never be a different algorithm), and tile lists
-// identical (design.md §5 step 3).
+// its own, so this keeps the GPU's projection, binning and loss bit-compatible with it
+// (design.md §1: the GPU engine must never be a different algorithm), and tile lists
+// identical (design.md §5 step 3). One exception, RLX_HW_EXP below: the rasterizers' alpha.
 #pragma once
 
 typedef unsigned int u32;
@@ -51,6 +51,22 @@ struct Thr {
 };
 
 DEVICE float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+// exp_alpha is e^x for the rasterizers' exponents (−6 ≲ x ≤ 0; raster.h alpha_of) by the
+// hardware's base-2 exponential: two instructions where exp32 takes about twenty, a fifth of
+// the forward's work per pixel and splat. Its relative error (about 2⁻²² here) is far inside
+// what the CPU engine's own exponential already differs by (internal/raster advances exp along
+// a footprint row by a recurrence, about 1e-6), so images and gradients stay within parity's
+// tolerances; a pixel whose skip or termination decides that close to its threshold may go
+// the other way (internal/fused/borderline.go accepts either). Forward and backward take the
+// same instruction on the same exponent bits, so they still agree on every decision. The
+// emulator and Metal keep exp32 (RLX_HW_EXP undefined).
+#define RLX_HW_EXP 1
+DEVICE float exp_alpha(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(__fmul_rn(x, 1.44269504088896341f)));
+    return y;
+}
 // sqrt_rn is IEEE's correctly rounded square root (never an approximation).
 DEVICE float sqrt_rn(float x) { return __fsqrt_rn(x); }
 // fma_f32 is one fused multiply-add a·b + c, rounded once. The engine's kernels do not use it

@@ -156,10 +156,15 @@ DEVICE float ray_power(const float* w) { return -(mul_rn(w[0], w[0]) + mul_rn(w[
 
 // alpha = min(0.99, o·exp32(power)); clamped says the clamp is active (no gradient then). Both
 // models' powers are ≤ 0 here (EWA skips positive ones, the ray model's is −‖w‖²/2), where
-// exp32_nonpos gives exp32's bits.
+// exp32_nonpos gives exp32's bits; on CUDA the hardware's exponential (prelude_cuda.h
+// exp_alpha).
 DEVICE float alpha_of(float o, float power, float& g, bool& clamped)
 {
+#ifdef RLX_HW_EXP
+    g = exp_alpha(power);
+#else
     g = exp32_nonpos(power);
+#endif
     float alpha = mul_rn(o, g);
     clamped = alpha > ALPHA_MAX;
     return clamped ? ALPHA_MAX : alpha;

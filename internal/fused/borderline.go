@@ -12,31 +12,36 @@ import (
 // explain a count that differs from the CPU's: the CPU rasterizer advances exp(power) along a
 // footprint row by a recurrence (internal/raster's ewaRowStart; about 1e-6 relative from the
 // per-pixel exponential over a tile's row) and crops the footprint by an ellipse in float64,
-// where raster_fwd takes exp32 of each pixel's exponent. A skip, blend or termination whose
+// and raster_fwd takes exp32 of each pixel's exponent, or on CUDA the hardware's exponential
+// (about 2⁻²² relative; shaders/prelude_cuda.h exp_alpha). A skip, blend or termination whose
 // quantity lies that close to its threshold can go either way.
 const borderTol = 1e-5
+
+// maxForks bounds the decisions walkEWA follows both ways in one walk (the rest take exp32's
+// side): each fork adds at most one end, and a pixel with more than a few near decisions is
+// rare enough (TestWalkEWAFollowsTheCPU) that the bound never decides a parity row.
+const maxForks = 8
 
 // walkEWA walks pixel (x, y) through ids (one tile's list, one segment, no blend cap) with
 // raster_fwd.cu's float32 arithmetic for EWA: the exponent from a/2 and c/2, its cut, exp32 of
 // each pixel's exponent, the alpha clamp and cut-off, and the termination at TERMINATE_T.
-// It returns the count (entries up to and including the last blended) and whether some
-// decision on the way came within borderTol of its threshold. Each product is converted
-// explicitly, so that no compiler fuses it into a multiply-add.
-func walkEWA(p *prep.ProjectedOf[float32], ids []int32, x, y int) (count int, near bool) {
-	terminate := float32(raster.TerminateT)
+// It returns the counts (entries up to and including the last blended) the walk can end at
+// when each decision within borderTol of its threshold may go either way: first the count of
+// exp32's decisions, then the others, each once. One count means no decision came that close.
+// Each product is converted explicitly, so that no compiler fuses it into a multiply-add.
+func walkEWA(p *prep.ProjectedOf[float32], ids []int32, x, y int) []int {
 	amin := float32(prep.AlphaMin)
-	within := func(v, thr float32) bool {
-		return math.Abs(float64(v)-float64(thr)) <= borderTol*math.Max(math.Abs(float64(thr)), 1e-30)
-	}
-	t := float32(1)
-	for k, id := range ids {
+	w := ewaWalk{entries: make([]ewaEntry, 0, len(ids))}
+	for _, id := range ids {
 		i := int(id)
 		o := p.Opacity[i]
 		if !(o > 0) {
+			w.entries = append(w.entries, ewaEntry{})
 			continue
 		}
 		cut := fmath.Log(amin/o) - float32(raster.PowerSlack)
 		if !(cut <= 0) {
+			w.entries = append(w.entries, ewaEntry{})
 			continue
 		}
 		mx, my := p.Mean2D[2*i], p.Mean2D[2*i+1]
@@ -46,25 +51,92 @@ func walkEWA(p *prep.ProjectedOf[float32], ids []int32, x, y int) (count int, ne
 		hcy := float32(float32(hc*dy) * dy)
 		dx := (float32(x) + 0.5) - mx
 		power := -(float32(dx*(float32(ha*dx)+hb)) + hcy)
-		near = near || within(power, cut)
-		if !(power >= cut) || power > 0 {
+		if power > 0 {
+			w.entries = append(w.entries, ewaEntry{})
 			continue
 		}
 		alpha := float32(o * fmath.Exp(power))
 		if alpha > float32(prep.AlphaMax) {
 			alpha = float32(prep.AlphaMax)
 		}
-		near = near || within(alpha, amin)
-		if !(alpha >= amin) {
-			continue
-		}
-		tn := float32(t * (1 - alpha))
-		near = near || within(tn, terminate)
-		if tn < terminate {
-			break
-		}
-		t = tn
-		count = k + 1
+		w.entries = append(w.entries, ewaEntry{
+			blend:  power >= cut && alpha >= amin,
+			either: nearThreshold(power, cut) || nearThreshold(alpha, amin),
+			alpha:  alpha,
+		})
 	}
-	return count, near
+	w.from(0, 1, 0)
+	return w.ends
+}
+
+// ewaEntry is one list entry of a pixel's walk: whether exp32's arithmetic blends it, whether
+// that decision came within borderTol of its threshold, and its alpha.
+type ewaEntry struct {
+	blend, either bool
+	alpha         float32
+}
+
+// ewaWalk follows a walk's decisions, exp32's side of each fork first.
+type ewaWalk struct {
+	entries []ewaEntry
+	forks   int
+	ends    []int
+}
+
+func nearThreshold(v, thr float32) bool {
+	return math.Abs(float64(v)-float64(thr)) <= borderTol*math.Max(math.Abs(float64(thr)), 1e-30)
+}
+
+func (w *ewaWalk) end(count int) {
+	for _, c := range w.ends {
+		if c == count {
+			return
+		}
+	}
+	w.ends = append(w.ends, count)
+}
+
+// from walks entries k… with transmittance t, count entries blended so far.
+func (w *ewaWalk) from(k int, t float32, count int) {
+	for ; k < len(w.entries); k++ {
+		e := w.entries[k]
+		if e.either && w.forks < maxForks {
+			w.forks++
+			w.take(k, t, count, e.blend)
+			w.take(k, t, count, !e.blend)
+			return
+		}
+		if e.blend {
+			w.take(k, t, count, true)
+			return
+		}
+	}
+	w.end(count)
+}
+
+// take decides entry k: skipped, or blended, and then the termination test (which may fork).
+func (w *ewaWalk) take(k int, t float32, count int, blend bool) {
+	if !blend {
+		w.from(k+1, t, count)
+		return
+	}
+	terminate := float32(raster.TerminateT)
+	tn := float32(t * (1 - w.entries[k].alpha))
+	stop := tn < terminate
+	if nearThreshold(tn, terminate) && w.forks < maxForks {
+		w.forks++
+		if stop {
+			w.end(count)
+			w.from(k+1, tn, k+1)
+		} else {
+			w.from(k+1, tn, k+1)
+			w.end(count)
+		}
+		return
+	}
+	if stop {
+		w.end(count)
+		return
+	}
+	w.from(k+1, tn, k+1)
 }

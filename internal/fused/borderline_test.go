@@ -1,17 +1,20 @@
 package fused
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/rlxsplat/rlxsplat/internal/engine"
 	"github.com/rlxsplat/rlxsplat/internal/engine/cpu"
+	"github.com/rlxsplat/rlxsplat/internal/prep"
 	"github.com/rlxsplat/rlxsplat/internal/raster"
 )
 
 // TestWalkEWAFollowsTheCPU walks every pixel of a few random scenes with walkEWA (raster_fwd's
 // arithmetic, which the last-contributor row uses to explain a count the CPU's row recurrence
 // ends elsewhere): its count must be the CPU rasterizer's at every pixel but those whose walk
-// decides within borderTol of a threshold, and those must be rare.
+// decides within borderTol of a threshold, where the CPU's must be one of the ends it reaches
+// taking those decisions either way, and those must be rare.
 func TestWalkEWAFollowsTheCPU(t *testing.T) {
 	const w, h = 160, 120
 	for _, seed := range []uint64{0, 3, 7} {
@@ -30,17 +33,18 @@ func TestWalkEWAFollowsTheCPU(t *testing.T) {
 					continue
 				}
 				walked++
-				c, nr := walkEWA(pipe.Proj, ids, x, y)
+				ends := walkEWA(pipe.Proj, ids, x, y)
+				c := ends[0]
 				want := int(pipe.Fwd.Count[y*w+x])
 				if c > 0 {
 					blended++
 				}
-				if nr {
+				if len(ends) > 1 {
 					near++
 				}
 				if c != want {
-					if !nr {
-						t.Fatalf("seed %d pixel (%d, %d): walk %d, cpu %d, no decision near a threshold", seed, x, y, c, want)
+					if !slices.Contains(ends, want) {
+						t.Fatalf("seed %d pixel (%d, %d): walk ends at %v, cpu %d", seed, x, y, ends, want)
 					}
 					border++
 				}
@@ -53,5 +57,48 @@ func TestWalkEWAFollowsTheCPU(t *testing.T) {
 			t.Errorf("seed %d: %d of %d pixels end elsewhere than the CPU's (%d near a threshold)", seed, border, walked, near)
 		}
 		t.Logf("seed %d: %d pixels walked, %d blended, %d near a threshold, %d ending elsewhere", seed, walked, blended, near, border)
+	}
+}
+
+// TestWalkEWAForks checks the ends walkEWA reaches on hand-made walks of splats centred on the
+// pixel (exponent 0, so alpha is the opacity): a decision within borderTol of its threshold
+// adds the end of its other side, exp32's side first; decisions far from one add nothing.
+func TestWalkEWAForks(t *testing.T) {
+	amin := float32(prep.AlphaMin)
+	// After two clamped splats T is (1 − 0.99)² ≈ 1e-4, the termination threshold itself.
+	for _, tt := range []struct {
+		name    string
+		opacity []float32
+		want    []int
+	}{
+		{"far from every threshold", []float32{0.5, 0.3}, []int{2}},
+		{"just above the cut-off", []float32{amin * (1 + 1e-7)}, []int{1, 0}},
+		{"just below the cut-off", []float32{amin * (1 - 1e-7)}, []int{0, 1}},
+		{"well below the cut-off", []float32{amin / 2, 0.5}, []int{2}},
+		{"termination within the tolerance", []float32{1, 1, 0.5}, nil},
+		{"no splat", nil, []int{0}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			n := len(tt.opacity)
+			p := &prep.ProjectedOf[float32]{N: n, Opacity: tt.opacity, Mean2D: make([]float32, 2*n), Conic: make([]float32, 3*n)}
+			ids := make([]int32, n)
+			for i := range n {
+				p.Mean2D[2*i], p.Mean2D[2*i+1] = 0.5, 0.5 // pixel (0, 0)'s centre
+				p.Conic[3*i], p.Conic[3*i+2] = 1, 1
+				ids[i] = int32(i)
+			}
+			got := walkEWA(p, ids, 0, 0)
+			if tt.want == nil {
+				// The second splat's termination test forks: stop before it (1), or blend it
+				// and stop before the third, which takes T below the threshold for certain (2).
+				if len(got) != 2 || !slices.Contains(got, 1) || !slices.Contains(got, 2) {
+					t.Fatalf("ends %v, want 1 and 2", got)
+				}
+				return
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("ends %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"github.com/rlxsplat/rlxsplat/internal/adam"
@@ -220,16 +221,17 @@ func compare(dev gpu.Device, set engine.Settings, g *splat.Gaussians, v *engine.
 		if int32(c) == pipe.Fwd.Count[i] {
 			continue
 		}
-		// The CPU's EWA alphas are the per-pixel exponential's to about 1e-6 (borderline.go): a
-		// pixel whose walk decides that close to a threshold may end elsewhere, but then the
-		// device's count must be exactly what raster_fwd's own arithmetic gives.
+		// The CPU's EWA alphas are the per-pixel exponential's to about 1e-6, and CUDA's
+		// hardware exponential is within about 2⁻²² of it (borderline.go): a pixel whose walk
+		// decides that close to a threshold may end elsewhere, but then the device's count
+		// must be one that raster_fwd's arithmetic reaches, those decisions taken either way.
 		x, y := i%cam.Width, i/cam.Width
 		if set.Render == prep.EWA && set.MaxSplatSteps == 0 {
 			l := pipe.Lists
 			tile := (y/l.TileSize)*l.TilesX + x/l.TileSize
 			ids := l.IDs[l.Offsets[tile]:l.Offsets[tile+1]]
 			if len(ids) <= raster.SegmentEntries {
-				if walk, near := walkEWA(pipe.Proj, ids, x, y); near && walk == int(c) {
+				if ends := walkEWA(pipe.Proj, ids, x, y); len(ends) > 1 && slices.Contains(ends, int(c)) {
 					border++
 					continue
 				}
@@ -241,7 +243,7 @@ func compare(dev gpu.Device, set engine.Settings, g *splat.Gaussians, v *engine.
 		bad++
 	}
 	if border > 0 {
-		note = strings.TrimPrefix(note+fmt.Sprintf("; %d pixels whose walks decide within %g of a threshold end elsewhere than the CPU's, each where raster_fwd's arithmetic ends it", border, borderTol), "; ")
+		note = strings.TrimPrefix(note+fmt.Sprintf("; %d pixels whose walks decide within %g of a threshold end elsewhere than the CPU's, each at an end raster_fwd's arithmetic reaches with those decisions taken either way", border, borderTol), "; ")
 	}
 	r.count("last contributor", bad, npx, note)
 

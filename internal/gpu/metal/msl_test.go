@@ -121,11 +121,12 @@ var (
 )
 
 // metalOmits are the words of the CUDA prelude that the Metal one leaves out on purpose (see
-// prelude_metal.h): thread indices are kernel parameters in MSL (bodies take Thr), and MSL has
-// no double.
+// prelude_metal.h): thread indices are kernel parameters in MSL (bodies take Thr), MSL has
+// no double, and the rasterizers' alpha keeps exp32 on Metal (RLX_HW_EXP: CUDA's hardware
+// exponential was measured on CUDA only).
 var metalOmits = map[string]bool{
 	"RLX_BACKEND_CUDA": true, "TID": true, "BDIM": true, "BID": true, "NBLOCKS": true, "LANE": true, "WARP_ID": true,
-	"dmul_rn": true, "bits_f64": true,
+	"dmul_rn": true, "bits_f64": true, "RLX_HW_EXP": true, "exp_alpha": true,
 }
 
 // preludeWords lists the macros, DEVICE functions and types a prelude defines.
