@@ -52,14 +52,15 @@ struct Thr {
 
 DEVICE float mul_rn(float a, float b) { return __fmul_rn(a, b); }
 // exp_alpha is e^x for the rasterizers' exponents (−6 ≲ x ≤ 0; raster.h alpha_of) by the
-// hardware's base-2 exponential: two instructions where exp32 takes about twenty, a fifth of
-// the forward's work per pixel and splat. Its relative error (about 2⁻²² here) is far inside
-// what the CPU engine's own exponential already differs by (internal/raster advances exp along
-// a footprint row by a recurrence, about 1e-6), so images and gradients stay within parity's
-// tolerances; a pixel whose skip or termination decides that close to its threshold may go
-// the other way (internal/fused/borderline.go accepts either). Forward and backward take the
-// same instruction on the same exponent bits, so they still agree on every decision. The
-// emulator and Metal keep exp32 (RLX_HW_EXP undefined).
+// hardware's base-2 exponential: two instructions where exp32 takes about twenty (on an H100
+// the forward's passes took 19 % less time with it, the backward 6 %). Its relative error
+// (about 2⁻²² here) is far inside what the CPU engine's own exponential already differs by
+// (internal/raster advances exp along a footprint row by a recurrence, about 1e-6), so images
+// and gradients stay within parity's tolerances; a pixel whose skip or termination decides
+// that close to its threshold may go the other way (for EWA internal/fused/borderline.go
+// accepts either). Forward and backward take the same instruction on the same exponent bits,
+// so they still agree on every decision. The emulator and Metal keep exp32 (RLX_HW_EXP
+// undefined).
 #define RLX_HW_EXP 1
 DEVICE float exp_alpha(float x)
 {
