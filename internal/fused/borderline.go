@@ -31,17 +31,17 @@ const maxForks = 8
 // Each product is converted explicitly, so that no compiler fuses it into a multiply-add.
 func walkEWA(p *prep.ProjectedOf[float32], ids []int32, x, y int) []int {
 	amin := float32(prep.AlphaMin)
-	w := ewaWalk{entries: make([]ewaEntry, 0, len(ids))}
+	w := listWalk{entries: make([]walkEntry, 0, len(ids))}
 	for _, id := range ids {
 		i := int(id)
 		o := p.Opacity[i]
 		if !(o > 0) {
-			w.entries = append(w.entries, ewaEntry{})
+			w.entries = append(w.entries, walkEntry{})
 			continue
 		}
 		cut := fmath.Log(amin/o) - float32(raster.PowerSlack)
 		if !(cut <= 0) {
-			w.entries = append(w.entries, ewaEntry{})
+			w.entries = append(w.entries, walkEntry{})
 			continue
 		}
 		mx, my := p.Mean2D[2*i], p.Mean2D[2*i+1]
@@ -52,14 +52,14 @@ func walkEWA(p *prep.ProjectedOf[float32], ids []int32, x, y int) []int {
 		dx := (float32(x) + 0.5) - mx
 		power := -(float32(dx*(float32(ha*dx)+hb)) + hcy)
 		if power > 0 {
-			w.entries = append(w.entries, ewaEntry{})
+			w.entries = append(w.entries, walkEntry{})
 			continue
 		}
 		alpha := float32(o * fmath.Exp(power))
 		if alpha > float32(prep.AlphaMax) {
 			alpha = float32(prep.AlphaMax)
 		}
-		w.entries = append(w.entries, ewaEntry{
+		w.entries = append(w.entries, walkEntry{
 			blend:  power >= cut && alpha >= amin,
 			either: nearThreshold(power, cut) || nearThreshold(alpha, amin),
 			alpha:  alpha,
@@ -69,16 +69,31 @@ func walkEWA(p *prep.ProjectedOf[float32], ids []int32, x, y int) []int {
 	return w.ends
 }
 
-// ewaEntry is one list entry of a pixel's walk: whether exp32's arithmetic blends it, whether
+// walkRay is walkEWA for the ray model, the pixel's unit world direction d: the CPU's alphas
+// (raster.RayAlpha) are raster_fwd's with exp32, and only the exponential's decisions (alpha
+// against its cut-off, and the termination) can differ; the ray model walks every list whole.
+func walkRay(p *prep.ProjectedOf[float32], ids []int32, d [3]float32) []int {
+	amin := float32(prep.AlphaMin)
+	w := listWalk{entries: make([]walkEntry, len(ids))}
+	for k, id := range ids {
+		if alpha, ok := raster.RayAlpha(p, id, d); ok {
+			w.entries[k] = walkEntry{blend: alpha >= amin, either: nearThreshold(alpha, amin), alpha: alpha}
+		}
+	}
+	w.from(0, 1, 0)
+	return w.ends
+}
+
+// walkEntry is one list entry of a pixel's walk: whether exp32's arithmetic blends it, whether
 // that decision came within borderTol of its threshold, and its alpha.
-type ewaEntry struct {
+type walkEntry struct {
 	blend, either bool
 	alpha         float32
 }
 
-// ewaWalk follows a walk's decisions, exp32's side of each fork first.
-type ewaWalk struct {
-	entries []ewaEntry
+// listWalk follows a walk's decisions, exp32's side of each fork first.
+type listWalk struct {
+	entries []walkEntry
 	forks   int
 	ends    []int
 }
@@ -87,7 +102,7 @@ func nearThreshold(v, thr float32) bool {
 	return math.Abs(float64(v)-float64(thr)) <= borderTol*math.Max(math.Abs(float64(thr)), 1e-30)
 }
 
-func (w *ewaWalk) end(count int) {
+func (w *listWalk) end(count int) {
 	for _, c := range w.ends {
 		if c == count {
 			return
@@ -97,7 +112,7 @@ func (w *ewaWalk) end(count int) {
 }
 
 // from walks entries k… with transmittance t, count entries blended so far.
-func (w *ewaWalk) from(k int, t float32, count int) {
+func (w *listWalk) from(k int, t float32, count int) {
 	for ; k < len(w.entries); k++ {
 		e := w.entries[k]
 		if e.either && w.forks < maxForks {
@@ -115,7 +130,7 @@ func (w *ewaWalk) from(k int, t float32, count int) {
 }
 
 // take decides entry k: skipped, or blended, and then the termination test (which may fork).
-func (w *ewaWalk) take(k int, t float32, count int, blend bool) {
+func (w *listWalk) take(k int, t float32, count int, blend bool) {
 	if !blend {
 		w.from(k+1, t, count)
 		return

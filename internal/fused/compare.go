@@ -217,24 +217,34 @@ func compare(dev gpu.Device, set engine.Settings, g *splat.Gaussians, v *engine.
 	r.near("final T", r.f32(fe.finalT, 0, npx), pipe.Fwd.FinalT, TolImage, "")
 	cnt := download[uint32](r, fe.count, 0, npx)
 	bad, border, note := 0, 0, ""
+	var rays []float32 // the pixels' ray directions, for the ray model's walks
 	for i, c := range cnt {
 		if int32(c) == pipe.Fwd.Count[i] {
 			continue
 		}
 		// The CPU's EWA alphas are the per-pixel exponential's to about 1e-6, and CUDA's
-		// hardware exponential is within about 2⁻²² of it (borderline.go): a pixel whose walk
-		// decides that close to a threshold may end elsewhere, but then the device's count
-		// must be one that raster_fwd's arithmetic reaches, those decisions taken either way.
+		// hardware exponential is within about 2⁻²² of exp32 (borderline.go): a pixel whose
+		// walk decides that close to a threshold may end elsewhere, but then the device's
+		// count must be one that raster_fwd's arithmetic reaches, those decisions taken either
+		// way.
 		x, y := i%cam.Width, i/cam.Width
-		if set.Render == prep.EWA && set.MaxSplatSteps == 0 {
+		if set.MaxSplatSteps == 0 {
 			l := pipe.Lists
 			tile := (y/l.TileSize)*l.TilesX + x/l.TileSize
 			ids := l.IDs[l.Offsets[tile]:l.Offsets[tile+1]]
-			if len(ids) <= raster.SegmentEntries {
-				if ends := walkEWA(pipe.Proj, ids, x, y); len(ends) > 1 && slices.Contains(ends, int(c)) {
-					border++
-					continue
+			var ends []int
+			switch {
+			case set.Render == prep.EWA && len(ids) <= raster.SegmentEntries:
+				ends = walkEWA(pipe.Proj, ids, x, y)
+			case set.Render == prep.Ray:
+				if rays == nil {
+					rays = cpu.PixelRays[float32](cam, nil)
 				}
+				ends = walkRay(pipe.Proj, ids, [3]float32{rays[3*i], rays[3*i+1], rays[3*i+2]})
+			}
+			if len(ends) > 1 && slices.Contains(ends, int(c)) {
+				border++
+				continue
 			}
 		}
 		if bad == 0 {

@@ -261,3 +261,22 @@ func pixelRange(a, b float64, i0, i1 int) (int, int) {
 	}
 	return int(lo), int(hi)
 }
+
+// RayAlpha is the forward's alpha of splat id for the pixel whose unit world direction is d,
+// in the engine's float32 arithmetic (the ray model; prep's footprint crop left out, as it
+// only spares pixels the tests below reject): ok is false where the forward skips the splat
+// before its alpha (it can reach AlphaMin nowhere, the closest approach is behind the camera
+// or certainly too far). The caller compares alpha with AlphaMin, as the forward does. Parity
+// uses it to explain a last contributor that a device's exponential decided the other way.
+func RayAlpha(p *prep.ProjectedOf[float32], id int32, d [3]float32) (alpha float32, ok bool) {
+	s, ok := loadRay(p, id, float32(prep.AlphaMin), false)
+	if !ok {
+		return 0, false
+	}
+	w0, w1, w2, _, ok := rayPerp(&s, d[0], d[1], d[2])
+	if !ok {
+		return 0, false
+	}
+	alpha, _, _ = alphaOf(s.o, rayPower(w0, w1, w2))
+	return alpha, true
+}
