@@ -17,9 +17,9 @@ import (
 // quantity lies that close to its threshold can go either way.
 const borderTol = 1e-5
 
-// maxForks bounds the decisions walkEWA follows both ways in one walk (the rest take exp32's
-// side): each fork adds at most one end, and a pixel with more than a few near decisions is
-// rare enough (TestWalkEWAFollowsTheCPU) that the bound never decides a parity row.
+// maxForks bounds the decisions walkEWA and walkRay follow both ways in one walk (the rest take
+// exp32's side): each fork adds at most one end, and a pixel with more than a few near
+// decisions is rare enough (TestWalkFollowsTheCPU) that the bound never decides a parity row.
 const maxForks = 8
 
 // walkEWA walks pixel (x, y) through ids (one tile's list, one segment, no blend cap) with
