@@ -31,17 +31,15 @@ const maxForks = 8
 // Each product is converted explicitly, so that no compiler fuses it into a multiply-add.
 func walkEWA(p *prep.ProjectedOf[float32], ids []int32, x, y int) []int {
 	amin := float32(prep.AlphaMin)
-	w := listWalk{entries: make([]walkEntry, 0, len(ids))}
-	for _, id := range ids {
+	w := listWalk{entries: make([]walkEntry, len(ids))}
+	for k, id := range ids {
 		i := int(id)
 		o := p.Opacity[i]
 		if !(o > 0) {
-			w.entries = append(w.entries, walkEntry{})
 			continue
 		}
 		cut := fmath.Log(amin/o) - float32(raster.PowerSlack)
 		if !(cut <= 0) {
-			w.entries = append(w.entries, walkEntry{})
 			continue
 		}
 		mx, my := p.Mean2D[2*i], p.Mean2D[2*i+1]
@@ -52,18 +50,17 @@ func walkEWA(p *prep.ProjectedOf[float32], ids []int32, x, y int) []int {
 		dx := (float32(x) + 0.5) - mx
 		power := -(float32(dx*(float32(ha*dx)+hb)) + hcy)
 		if power > 0 {
-			w.entries = append(w.entries, walkEntry{})
 			continue
 		}
 		alpha := float32(o * fmath.Exp(power))
 		if alpha > float32(prep.AlphaMax) {
 			alpha = float32(prep.AlphaMax)
 		}
-		w.entries = append(w.entries, walkEntry{
+		w.entries[k] = walkEntry{
 			blend:  power >= cut && alpha >= amin,
 			either: nearThreshold(power, cut) || nearThreshold(alpha, amin),
 			alpha:  alpha,
-		})
+		}
 	}
 	w.from(0, 1, 0)
 	return w.ends
@@ -85,7 +82,8 @@ func walkRay(p *prep.ProjectedOf[float32], ids []int32, d [3]float32) []int {
 }
 
 // walkEntry is one list entry of a pixel's walk: whether exp32's arithmetic blends it, whether
-// that decision came within borderTol of its threshold, and its alpha.
+// that decision came within borderTol of its threshold, and its alpha. The zero entry is
+// skipped for certain (no opacity to reach the cut-off, or an exponent no arithmetic blends).
 type walkEntry struct {
 	blend, either bool
 	alpha         float32
