@@ -188,7 +188,10 @@ type target struct {
 	buf gpu.Buffer
 }
 
-var _ engine.Pipeliner = (*Engine)(nil)
+var (
+	_ engine.Pipeliner   = (*Engine)(nil)
+	_ engine.StateReader = (*Engine)(nil)
+)
 
 // Option configures New.
 type Option func(*Engine)
@@ -648,15 +651,21 @@ func unpack(p []float32, n int) *splat.Gaussians {
 // checkpoint reads three of them (parameters and both moments, 640 MB at 900k splats), and a
 // packed copy unpacked on the host doubled the memory touched.
 func (e *Engine) downloadPacked(b gpu.Buffer) (*splat.Gaussians, error) {
-	g := splat.New(e.n)
+	g := &splat.Gaussians{}
+	return g, e.downloadPackedInto(b, g)
+}
+
+// downloadPackedInto is downloadPacked into g's arrays, resized to the engine's splats.
+func (e *Engine) downloadPackedInto(b gpu.Buffer, g *splat.Gaussians) error {
+	g.Resize(e.n)
 	off := 0
 	for _, f := range g.Fields() {
 		if err := gpu.DownloadSlice(e.dev, f.Data, b, off); err != nil {
-			return nil, fmt.Errorf("fused: download %s: %w", f.Name, err)
+			return fmt.Errorf("fused: download %s: %w", f.Name, err)
 		}
 		off += len(f.Data)
 	}
-	return g, nil
+	return nil
 }
 
 // Gaussians reads the parameters back.
@@ -877,26 +886,31 @@ func (e *Engine) ResetOpacity(maxOpacity float32) error {
 
 // State reads the whole training state back.
 func (e *Engine) State() (*engine.State, error) {
+	st := &engine.State{}
+	if err := e.StateInto(st); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// StateInto reads the whole training state back into dst's arrays (engine.StateReader).
+func (e *Engine) StateInto(dst *engine.State) error {
 	if err := e.idle("state"); err != nil {
-		return nil, err
+		return err
 	}
-	g, err := e.Gaussians()
-	if err != nil {
-		return nil, err
+	for _, x := range []struct {
+		b gpu.Buffer
+		g **splat.Gaussians
+	}{{e.params, &dst.Params}, {e.adamM, &dst.AdamM}, {e.adamV, &dst.AdamV}} {
+		if *x.g == nil {
+			*x.g = &splat.Gaussians{}
+		}
+		if err := e.downloadPackedInto(x.b, *x.g); err != nil {
+			return err
+		}
 	}
-	m, err := e.downloadPacked(e.adamM)
-	if err != nil {
-		return nil, err
-	}
-	v, err := e.downloadPacked(e.adamV)
-	if err != nil {
-		return nil, err
-	}
-	st, err := e.Stats()
-	if err != nil {
-		return nil, err
-	}
-	return &engine.State{Params: g, AdamM: m, AdamV: v, AdamStep: e.adamStep, Stats: st}, nil
+	dst.AdamStep = e.adamStep
+	return e.StatsInto(&dst.Stats)
 }
 
 // SetState restores a state saved by State (of this or any engine).

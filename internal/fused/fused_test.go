@@ -240,6 +240,25 @@ func sameState(t *testing.T, what string, fe *Engine, ce *cpu.Engine) {
 		t.Fatal(err)
 	}
 	b, _ := ce.State()
+	// StateInto fills arrays an earlier read left, larger, smaller or none, with the same
+	// values (engine.StateReader).
+	re := &engine.State{Params: splat.New(fe.Len() + 7), AdamM: splat.New(fe.Len() / 2)}
+	for _, f := range re.Params.Fields() {
+		for i := range f.Data {
+			f.Data[i] = float32(i)
+		}
+	}
+	if err := fe.StateInto(re); err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []struct {
+		name string
+		a, b *splat.Gaussians
+	}{{"params", a.Params, re.Params}, {"adam m", a.AdamM, re.AdamM}, {"adam v", a.AdamV, re.AdamV}} {
+		if d := check.BitsDiffer(pack(x.a), pack(x.b)); d > 0 || x.a.Len() != x.b.Len() {
+			t.Errorf("%s: %s read into reused arrays: %d values differ, %d splats against %d", what, x.name, d, x.b.Len(), x.a.Len())
+		}
+	}
 	if a.AdamStep != b.AdamStep {
 		t.Errorf("%s: Adam step %d, cpu %d", what, a.AdamStep, b.AdamStep)
 	}

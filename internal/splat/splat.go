@@ -107,6 +107,35 @@ func (g *GaussiansOf[F]) Clone() *GaussiansOf[F] {
 	return c
 }
 
+// CopyInto copies g into dst's arrays, resized to g's length (their capacity reused; new
+// arrays only where it falls short), and returns dst, or a new copy when dst is nil: for a
+// caller that copies a million splats again and again, where fresh arrays would cost a page
+// fault every 4 KiB on first touch.
+func (g *GaussiansOf[F]) CopyInto(dst *GaussiansOf[F]) *GaussiansOf[F] {
+	if dst == nil {
+		return g.Clone()
+	}
+	dst.Resize(g.Len())
+	df := dst.Fields()
+	for k, f := range g.Fields() {
+		copy(df[k].Data, f.Data)
+	}
+	return dst
+}
+
+// Resize makes every array of g hold n splats, reusing its capacity; the values are left as
+// they are (those beyond the old length are whatever the arrays held, or zero).
+func (g *GaussiansOf[F]) Resize(n int) {
+	re := func(s []F, w int) []F {
+		if cap(s) < n*w {
+			return make([]F, n*w)
+		}
+		return s[:n*w]
+	}
+	g.Means, g.LogScales, g.Quats = re(g.Means, 3), re(g.LogScales, 3), re(g.Quats, 4)
+	g.OpacityLogits, g.SH = re(g.OpacityLogits, 1), re(g.SH, SHCoeffs*3)
+}
+
 // Range returns a copy of splats [lo, hi) (0 ≤ lo ≤ hi ≤ Len): a share of the scene, as
 // Gaussian sharding gives each rank its contiguous range.
 func (g *GaussiansOf[F]) Range(lo, hi int) *GaussiansOf[F] {

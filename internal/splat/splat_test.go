@@ -150,3 +150,47 @@ func TestConcat(t *testing.T) {
 		}
 	}
 }
+
+// CopyInto fills the destination's arrays (reused when large enough, so a smaller copy keeps
+// the larger capacity) with exactly the source's values, whatever size the destination had.
+func TestCopyInto(t *testing.T) {
+	src := func(n int, base float32) *Gaussians {
+		g := New(n)
+		for _, f := range g.Fields() {
+			for i := range f.Data {
+				f.Data[i] = base + float32(i)
+			}
+		}
+		return g
+	}
+	var dst *Gaussians
+	for _, c := range []struct {
+		n     int
+		reuse bool // the destination's arrays must be kept
+	}{{4, false}, {7, false}, {3, true}, {7, true}, {0, true}} {
+		g := src(c.n, float32(100*c.n))
+		before := dst
+		var sh *float32
+		if dst != nil && cap(dst.SH) > 0 {
+			sh = &dst.SH[:1][0]
+		}
+		dst = g.CopyInto(dst)
+		if c.reuse && (dst != before || (c.n > 0 && &dst.SH[0] != sh)) {
+			t.Errorf("n = %d: the destination's arrays were not reused", c.n)
+		}
+		if dst.Len() != c.n {
+			t.Fatalf("n = %d: the copy holds %d splats", c.n, dst.Len())
+		}
+		df := dst.Fields()
+		for k, f := range g.Fields() {
+			if len(df[k].Data) != len(f.Data) {
+				t.Fatalf("n = %d: %s holds %d values, want %d", c.n, f.Name, len(df[k].Data), len(f.Data))
+			}
+			for i, v := range f.Data {
+				if df[k].Data[i] != v {
+					t.Fatalf("n = %d: %s[%d] = %v, want %v", c.n, f.Name, i, df[k].Data[i], v)
+				}
+			}
+		}
+	}
+}

@@ -44,6 +44,14 @@ type Trainer struct {
 	// (engine.Reader): refinements read a million splats' values every hundred steps.
 	shapes engine.Shapes
 	stats  engine.Stats
+	// spare receives the states of checkpoints whose files are written (the writer's
+	// goroutine hands each back once done with it), for the next checkpoint to read into
+	// (engine.StateReader); reused counts the checkpoints that did.
+	spare  chan *engine.State
+	reused int
+	// slowWrite, when set (tests), runs before each checkpoint's file is written, on the
+	// writer's goroutine.
+	slowWrite func()
 
 	curve   []curvePoint
 	metrics *os.File

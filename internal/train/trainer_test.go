@@ -485,3 +485,47 @@ func TestPreviewAtEndOfEveryRun(t *testing.T) {
 		}
 	}
 }
+
+// Checkpoints after the first read the state into the arrays of an earlier checkpoint whose
+// file is written (engine.StateReader). With a checkpoint every step, states come back to the
+// trainer while later files are still being written: a state handed back before its file was
+// written would put a later step's values into it, and resuming from that file would not
+// reproduce the run.
+func TestCheckpointsReuseStates(t *testing.T) {
+	ds := smallDemo(t)
+	opt := testOptions(t.TempDir())
+	opt.Iterations, opt.CheckpointEvery, opt.EvalSteps, opt.PreviewEvery = 12, 1, nil, 0
+	opt.Densify.From, opt.Densify.Every = 2, 3
+	a := newTrainer(t, ds, opt)
+	// Each file takes longer to write than a step takes to run, so that states come back
+	// while later checkpoints wait.
+	a.slowWrite = func() { time.Sleep(20 * time.Millisecond) }
+	if err := a.Run(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if a.reused == 0 {
+		t.Fatal("no checkpoint reused an earlier one's state: the test does not exercise the reuse")
+	}
+	want, err := a.eng.Gaussians()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []int{4, 7, 11} {
+		b := newTrainer(t, ds, func() Options { o := opt; o.OutDir = t.TempDir(); return o }())
+		if err := b.Resume(filepath.Join(opt.OutDir, "checkpoints", fmt.Sprintf("step-%05d.ckpt", k))); err != nil {
+			t.Fatal(err)
+		}
+		if b.Step() != k {
+			t.Fatalf("the step-%d checkpoint resumed at step %d", k, b.Step())
+		}
+		if err := b.Run(context.Background(), nil); err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.eng.Gaussians()
+		if err != nil {
+			t.Fatal(err)
+		}
+		equalGaussians(t, got, want)
+	}
+	t.Logf("%d of %d checkpoints reused a state", a.reused, opt.Iterations)
+}

@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 	"math/rand/v2"
+	"runtime/debug"
 	"testing"
 
 	"github.com/rlxsplat/rlxsplat/internal/adam"
@@ -170,6 +171,37 @@ func BenchmarkReadBack(b *testing.B) {
 				b.Fatal(err)
 			}
 			if err := e.StatsInto(&st); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkStateRead reads a 900k-splat engine's whole state the way a checkpoint does: into
+// fresh arrays (State), the memory of the last read returned to the system first (as Go's
+// scavenger may return a dropped checkpoint's pages in the thousands of steps until the
+// next: the case where each read maps new pages); and into the arrays of an earlier read
+// (engine.StateReader).
+func BenchmarkStateRead(b *testing.B) {
+	g := splat.New(900_000)
+	e, err := New(engine.DefaultSettings(), g)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("fresh", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			debug.FreeOSMemory()
+			b.StartTimer()
+			if _, err := e.State(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("reused", func(b *testing.B) {
+		var st engine.State
+		for b.Loop() {
+			if err := e.StateInto(&st); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -27,7 +27,10 @@ type Engine struct {
 	seen       []bool
 }
 
-var _ engine.Engine = (*Engine)(nil)
+var (
+	_ engine.Engine      = (*Engine)(nil)
+	_ engine.StateReader = (*Engine)(nil)
+)
 
 // New returns a CPU engine training a copy of g.
 func New(set engine.Settings, g *splat.Gaussians) (*Engine, error) {
@@ -285,9 +288,17 @@ func (e *Engine) Relocate(r engine.Relocation) error {
 
 // State returns a copy of the whole training state.
 func (e *Engine) State() (*engine.State, error) {
-	st, _ := e.Stats()
-	m, v, step := e.opt.moments()
-	return &engine.State{Params: e.g.Clone(), AdamM: m, AdamV: v, AdamStep: step, Stats: st}, nil
+	st := &engine.State{}
+	return st, e.StateInto(st)
+}
+
+// StateInto copies the whole training state into dst's arrays (engine.StateReader).
+func (e *Engine) StateInto(dst *engine.State) error {
+	dst.Params = e.g.CopyInto(dst.Params)
+	dst.AdamM = e.opt.o.M.CopyInto(dst.AdamM)
+	dst.AdamV = e.opt.o.V.CopyInto(dst.AdamV)
+	dst.AdamStep = e.opt.o.Steps[0]
+	return e.StatsInto(&dst.Stats)
 }
 
 // SetState restores a state saved by State.

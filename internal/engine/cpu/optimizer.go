@@ -59,10 +59,6 @@ func (o *optimizer) edit(p engine.EditPlan) error {
 
 func (o *optimizer) resetOpacityMoments() error { return o.o.ResetGroup(adam.OpacityLogits) }
 
-func (o *optimizer) moments() (m, v *splat.Gaussians, step int64) {
-	return o.o.M.Clone(), o.o.V.Clone(), o.o.Steps[0]
-}
-
 func (o *optimizer) setMoments(m, v *splat.Gaussians, step int64) error {
 	o.o.M, o.o.V = m, v
 	for g := range o.o.Steps {
